@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything socialbench needs on a fresh Debian 12 machine (idempotent):
+# the store servers and nginx from Debian, FerretDB when no mongod is on PATH,
+# and the project itself with its test extras in ./.venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=(nginx-light memcached redis-server wrk docker-compose procps)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  echo "==> apt-get install ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v mongod >/dev/null 2>&1; then
+  echo "==> FerretDB (no mongod on PATH)"
+  scripts/build-ferretdb.sh
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "==> python venv in .venv"
+  python3 -m venv .venv
+fi
+echo "==> pip install -e .[test]"
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e ".[test]"

@@ -1,0 +1,120 @@
+"""The one list of services: names, ports, neighbours, stores.
+
+The local launcher, the nginx configuration, compose and helm all read it (or
+are tested against it); adding a service or moving a port is one edit here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Store(StrEnum):
+    MONGODB = "mongodb"
+    REDIS = "redis"
+    MEMCACHED = "memcached"
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One microservice of the social network."""
+
+    name: str
+    port: int
+    neighbours: tuple[str, ...] = ()
+    stores: tuple[Store, ...] = ()
+    # Front-end routes (paths under nginx) that this service answers itself.
+    gateway_routes: tuple[str, ...] = field(default=())
+
+    @property
+    def module(self) -> str:
+        """Import path of the service module, e.g. ``socialbench.services.compose_post``."""
+        return "socialbench.services." + self.name.replace("-", "_")
+
+    @property
+    def env_name(self) -> str:
+        """Upper-snake name used in environment variables, e.g. ``COMPOSE_POST``."""
+        return self.name.replace("-", "_").upper()
+
+    @property
+    def url_env(self) -> str:
+        """Environment variable that points neighbours at this service."""
+        return f"{ENV_PREFIX}{self.env_name}_URL"
+
+
+ENV_PREFIX = "SOCIALBENCH_"
+
+SERVICES: tuple[ServiceSpec, ...] = (
+    ServiceSpec("unique-id", 9001),
+    ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,)),
+    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB)),
+    ServiceSpec("media", 9004, stores=(Store.MONGODB,),
+                gateway_routes=("/upload-media", "/get-media")),
+    ServiceSpec(
+        "user", 9005, neighbours=("social-graph",), stores=(Store.MEMCACHED, Store.MONGODB),
+        gateway_routes=("/wrk2-api/user/register", "/api/user/register", "/api/user/login"),
+    ),
+    ServiceSpec(
+        "social-graph", 9006, neighbours=("user",), stores=(Store.REDIS, Store.MONGODB),
+        gateway_routes=(
+            "/wrk2-api/user/follow", "/wrk2-api/user/unfollow",
+            "/api/user/follow", "/api/user/unfollow",
+            "/api/user/get_follower", "/api/user/get_followee",
+        ),
+    ),
+    ServiceSpec("post-storage", 9007, stores=(Store.MEMCACHED, Store.MONGODB)),
+    ServiceSpec(
+        "user-timeline", 9008, neighbours=("post-storage",), stores=(Store.REDIS, Store.MONGODB),
+        gateway_routes=("/wrk2-api/user-timeline/read", "/api/user-timeline/read"),
+    ),
+    ServiceSpec(
+        "home-timeline", 9009, neighbours=("post-storage", "social-graph"), stores=(Store.REDIS,),
+        gateway_routes=("/wrk2-api/home-timeline/read", "/api/home-timeline/read"),
+    ),
+    ServiceSpec("text", 9010, neighbours=("url-shorten", "user-mention")),
+    ServiceSpec(
+        "compose-post", 9011,
+        neighbours=(
+            "text", "user", "media", "unique-id",
+            "post-storage", "user-timeline", "home-timeline",
+        ),
+        gateway_routes=("/wrk2-api/post/compose", "/api/post/compose"),
+    ),
+)
+
+BY_NAME: dict[str, ServiceSpec] = {spec.name: spec for spec in SERVICES}
+
+
+def get(name: str) -> ServiceSpec:
+    """The spec of service ``name``; a clear error when there is none."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        known = ", ".join(BY_NAME)
+        raise KeyError(f"unknown service {name!r}; known services: {known}") from None
+
+
+def start_order() -> list[ServiceSpec]:
+    """Services ordered so that every service starts after the neighbours it calls.
+
+    user and social-graph call each other (register inserts into the graph, follow by
+    name resolves ids), so the cycle is broken by name order; both tolerate a neighbour
+    that is not up yet because RPC pools connect lazily.
+    """
+    ordered: list[ServiceSpec] = []
+    placed: set[str] = set()
+    pending = list(SERVICES)
+    while pending:
+        for spec in pending:
+            if all(n in placed or (n, spec.name) in _MUTUAL for n in spec.neighbours):
+                ordered.append(spec)
+                placed.add(spec.name)
+                pending.remove(spec)
+                break
+        else:  # pragma: no cover - only a registry edit creating a new cycle gets here
+            raise RuntimeError(f"dependency cycle among {[s.name for s in pending]}")
+    return ordered
+
+
+_MUTUAL = {("social-graph", "user")}

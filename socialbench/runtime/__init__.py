@@ -1,0 +1,1 @@
+"""The shared runtime every service is built on: settings, errors, RPC, stores, the app factory."""

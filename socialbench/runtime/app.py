@@ -1,0 +1,150 @@
+"""The app factory every service is made with.
+
+A service module provides a router and a logic class; :func:`create_service_app`
+gives it settings, store clients and RPC pools (created at start-up, one set per
+worker process), ``/healthz`` (checks the service's stores), ``/stats`` (error
+counters), and one mapping of errors to HTTP answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.responses import Response
+
+from socialbench import registry
+from socialbench.registry import ServiceSpec
+from socialbench.runtime.errors import InvalidArgument, SocialbenchError, StoreError
+from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.rpc import RPCClient
+from socialbench.runtime.settings import Settings, get_settings
+from socialbench.runtime.stores import STORE_ERRORS, Stores
+from socialbench.runtime.web import IncompleteArguments, text
+
+log = logging.getLogger("socialbench")
+
+
+@dataclass
+class ServiceContext:
+    """What a service's logic is built from: its spec, settings, stores and neighbours."""
+
+    spec: ServiceSpec
+    settings: Settings
+    stores: Stores
+    rpc: RPCClient
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+class ServiceLogic(Protocol):
+    async def setup(self) -> None:
+        """Prepare the stores (indexes); called once per worker at start-up."""
+
+
+def service_logic(request: Request) -> Any:
+    """FastAPI dependency: the service's logic object (typed by each service's alias)."""
+    return request.app.state.logic
+
+
+def create_service_app(
+    name: str,
+    router: APIRouter,
+    logic_factory: Callable[[ServiceContext], ServiceLogic],
+    *,
+    settings: Settings | None = None,
+) -> FastAPI:
+    """The FastAPI app of service ``name`` with ``router`` and the logic ``logic_factory`` makes."""
+    spec = registry.get(name)
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stores = Stores.connect(settings, spec.stores)
+        rpc = RPCClient(settings, spec.neighbours)
+        context = ServiceContext(spec, settings, stores, rpc)
+        app.state.context = context
+        app.state.logic = logic_factory(context)
+        await app.state.logic.setup()
+        try:
+            yield
+        finally:
+            await rpc.close()
+            await stores.close()
+
+    app = FastAPI(
+        title=f"socialbench {name}",
+        lifespan=lifespan,
+        default_response_class=JSONResponse,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.include_router(router)
+    _add_operational_routes(app)
+    _add_error_handlers(app)
+    return app
+
+
+def _add_operational_routes(app: FastAPI) -> None:
+    @app.get("/healthz")
+    async def healthz(request: Request) -> Response:
+        """200 when every store this service uses answers, else 503."""
+        context: ServiceContext = request.app.state.context
+        stores = await context.stores.health()
+        healthy = all(state == "ok" for state in stores.values())
+        body = {"service": context.spec.name, "status": "ok" if healthy else "degraded",
+                "stores": stores}
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/stats")
+    async def stats(request: Request) -> dict[str, Any]:
+        """Errors counted by kind since start (this worker process)."""
+        context: ServiceContext = request.app.state.context
+        return {"service": context.spec.name, "errors": dict(context.errors)}
+
+
+def _error_response(request: Request, error: SocialbenchError) -> Response:
+    context: ServiceContext | None = getattr(request.app.state, "context", None)
+    if context is not None:
+        context.errors[error.kind] += 1
+    if error.status_code >= 500:
+        log.warning("%s %s: %s: %s", request.method, request.url.path, error.kind, error.message)
+    prefix = getattr(request.scope.get("endpoint"), "failure_prefix", None)
+    if prefix is None:
+        body = {"error": error.kind, "message": error.message}
+        return JSONResponse(body, status_code=error.status_code)
+    # A front-end route: the original's plain-text bodies and status codes.
+    if isinstance(error, IncompleteArguments):
+        return text("Incomplete arguments", 400)
+    status = error.status_code if error.status_code < 500 else 500
+    return text(f"{prefix}: {error.message}", status)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SocialbenchError)
+    async def on_error(request: Request, exc: SocialbenchError) -> Response:
+        return _error_response(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        return _error_response(request, InvalidArgument(problems or "invalid request"))
+
+    for store_error in STORE_ERRORS:
+
+        @app.exception_handler(store_error)
+        async def on_store_error(request: Request, exc: Exception) -> Response:
+            return _error_response(request, StoreError(f"{type(exc).__name__}: {exc}"))
+
+    @app.exception_handler(OSError)
+    async def on_os_error(request: Request, exc: OSError) -> Response:
+        # aiomcache surfaces a dead memcached as a plain OSError.
+        return _error_response(request, StoreError(f"{type(exc).__name__}: {exc}"))

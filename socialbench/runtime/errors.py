@@ -1,0 +1,83 @@
+"""The one error hierarchy of the runtime, and its HTTP status codes.
+
+    SocialbenchError
+     ├── ClientError                 4xx: the caller's fault; nothing was changed
+     │    ├── InvalidArgument        400
+     │    ├── Unauthorized           401
+     │    ├── NotFound               404
+     │    └── Conflict               409  (e.g. a username that exists)
+     ├── StoreError                  503: memcached, Redis or MongoDB failed
+     └── RPCError                    a neighbour service failed
+          ├── NeighbourUnavailable   503: could not connect
+          ├── NeighbourTimeout       504: no answer in time
+          └── NeighbourError         the neighbour's own error status, passed on
+
+Every error carries a ``kind`` (its class name) used in JSON error bodies and in the
+per-process error counters.
+"""
+
+from __future__ import annotations
+
+
+class SocialbenchError(Exception):
+    """Base of every error the services raise on purpose."""
+
+    status_code = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+class ClientError(SocialbenchError):
+    status_code = 400
+
+
+class InvalidArgument(ClientError):
+    status_code = 400
+
+
+class Unauthorized(ClientError):
+    status_code = 401
+
+
+class NotFound(ClientError):
+    status_code = 404
+
+
+class Conflict(ClientError):
+    status_code = 409
+
+
+class StoreError(SocialbenchError):
+    status_code = 503
+
+
+class RPCError(SocialbenchError):
+    status_code = 502
+
+
+class NeighbourUnavailable(RPCError):
+    status_code = 503
+
+
+class NeighbourTimeout(RPCError):
+    status_code = 504
+
+
+class NeighbourError(RPCError):
+    """A neighbour answered with an error; its status and kind are kept."""
+
+    def __init__(self, message: str, *, status_code: int, remote_kind: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.remote_kind = remote_kind
+
+
+CLIENT_ERRORS_BY_KIND: dict[str, type[ClientError]] = {
+    cls.__name__: cls for cls in (ClientError, InvalidArgument, Unauthorized, NotFound, Conflict)
+}

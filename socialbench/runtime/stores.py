@@ -1,0 +1,97 @@
+"""Async clients for the three stores, created once per process at start-up.
+
+- Redis: ``redis.asyncio`` with the hiredis parser, one connection pool.
+- MongoDB: PyMongo's native async client (``AsyncMongoClient``), one pool.
+- memcached: aiomcache, a pool of asyncio connections (never blocks the event loop).
+
+Library errors of all three are turned into :class:`~socialbench.runtime.errors.StoreError`
+by the app factory's exception handlers, so the happy path pays nothing for the mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import aiomcache
+import redis.asyncio as aioredis
+import redis.exceptions
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
+
+from socialbench.registry import Store
+from socialbench.runtime.errors import StoreError
+from socialbench.runtime.settings import Settings
+
+STORE_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.RedisError,
+    PyMongoError,
+    aiomcache.exceptions.ClientException,
+)
+
+
+@dataclass
+class Stores:
+    """The store clients one service uses; the ones it does not use stay ``None``."""
+
+    mongodb: AsyncMongoClient[dict[str, Any]] | None = None
+    redis: aioredis.Redis | None = None
+    memcached: aiomcache.Client | None = None
+
+    @classmethod
+    def connect(cls, settings: Settings, needed: tuple[Store, ...]) -> Stores:
+        """Create the clients of the stores in ``needed`` (connections open lazily)."""
+        stores = cls()
+        if Store.MONGODB in needed:
+            stores.mongodb = AsyncMongoClient(
+                settings.mongodb_url, maxPoolSize=settings.mongodb_pool_size, tz_aware=False
+            )
+        if Store.REDIS in needed:
+            stores.redis = aioredis.Redis.from_url(
+                settings.redis_url, max_connections=settings.redis_pool_size
+            )
+        if Store.MEMCACHED in needed:
+            host, port = settings.memcached_host_port
+            stores.memcached = aiomcache.Client(host, port, pool_size=settings.memcached_pool_size)
+        return stores
+
+    async def health(self) -> dict[str, str]:
+        """``ok`` or the error, for each store this service uses."""
+        checks: dict[str, Any] = {}
+        if self.mongodb is not None:
+            checks["mongodb"] = self.mongodb.admin.command("ping")
+        if self.redis is not None:
+            checks["redis"] = self.redis.ping()
+        if self.memcached is not None:
+            checks["memcached"] = self.memcached.version()
+        results = await asyncio.gather(
+            *(asyncio.wait_for(check, 2.0) for check in checks.values()), return_exceptions=True
+        )
+        return {
+            name: "ok" if not isinstance(result, BaseException) else f"error: {result!r}"
+            for name, result in zip(checks, results, strict=True)
+        }
+
+    async def close(self) -> None:
+        if self.mongodb is not None:
+            await self.mongodb.close()
+        if self.redis is not None:
+            await self.redis.aclose()
+        if self.memcached is not None:
+            await self.memcached.close()
+
+    def require_mongodb(self) -> AsyncMongoClient[dict[str, Any]]:
+        if self.mongodb is None:
+            raise StoreError("this service was not configured with MongoDB")
+        return self.mongodb
+
+    def require_redis(self) -> aioredis.Redis:
+        if self.redis is None:
+            raise StoreError("this service was not configured with Redis")
+        return self.redis
+
+    def require_memcached(self) -> aiomcache.Client:
+        if self.memcached is None:
+            raise StoreError("this service was not configured with memcached")
+        return self.memcached

@@ -1,0 +1,1 @@
+"""Running the stack as local processes: the store servers, nginx, the services."""

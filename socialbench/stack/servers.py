@@ -1,0 +1,155 @@
+"""How to start each server of the stack as a local process: command, readiness, install hint.
+
+Used by the local launcher (``socialbench up``) and by the test fixtures, so that the
+tests run the same servers the same way the suite does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ServerNotInstalled(RuntimeError):
+    """A server binary is missing; the message says how to install it."""
+
+
+INSTALL_HINTS = {
+    "redis-server": "apt-get install redis-server",
+    "memcached": "apt-get install memcached",
+    "nginx": "apt-get install nginx-light",
+    "ferretdb": "scripts/build-ferretdb.sh (or install a mongod on PATH)",
+}
+
+
+def find_binary(name: str, *extra_dirs: str) -> str:
+    """Absolute path of server binary ``name`` or a clear error saying how to install it."""
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", *extra_dirs])
+    found = shutil.which(name, path=search)
+    if found is None:
+        hint = INSTALL_HINTS.get(name, f"install {name}")
+        raise ServerNotInstalled(f"{name} is not installed; install it with: {hint}")
+    return found
+
+
+def _go_bin_dirs() -> list[str]:
+    dirs = [os.environ.get("GOBIN", ""), str(Path(os.environ.get("GOPATH", "~/go")) / "bin")]
+    return [str(Path(d).expanduser()) for d in dirs if d]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on ``host``."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class ServerCommand:
+    """A server to run: its command line and the TCP port that says it is ready."""
+
+    name: str
+    argv: list[str]
+    host: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def redis_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> ServerCommand:
+    """redis-server, no persistence (a benchmark cache), listening on ``host:port``."""
+    argv = [
+        find_binary("redis-server"), "--bind", host, "--port", str(port),
+        "--save", "", "--appendonly", "no", "--dir", str(data_dir),
+        "--protected-mode", "no", "--maxclients", "10000",
+    ]
+    return ServerCommand("redis", argv, host, port)
+
+
+def memcached_command(
+    port: int, *, host: str = "127.0.0.1", memory_mb: int = 1024, threads: int = 4
+) -> ServerCommand:
+    """memcached on ``host:port`` with ``memory_mb`` of cache."""
+    argv = [
+        find_binary("memcached"), "-l", host, "-p", str(port), "-U", "0",
+        "-m", str(memory_mb), "-t", str(threads), "-c", "4096",
+    ]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    return ServerCommand("memcached", argv, host, port)
+
+
+def mongodb_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> ServerCommand:
+    """A MongoDB-wire server: ``mongod`` when on PATH, else FerretDB with its SQLite handler."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    mongod = shutil.which("mongod")
+    if mongod is not None:
+        argv = [mongod, "--bind_ip", host, "--port", str(port), "--dbpath", str(data_dir),
+                "--quiet"]
+        return ServerCommand("mongodb", argv, host, port)
+    ferretdb = find_binary("ferretdb", *_go_bin_dirs())
+    argv = [
+        ferretdb, "--handler=sqlite", f"--sqlite-url=file:{data_dir}/",
+        f"--listen-addr={host}:{port}", f"--state-dir={data_dir}",
+        "--telemetry=disable", "--debug-addr=-", "--log-level=warn",
+    ]
+    return ServerCommand("mongodb", argv, host, port)
+
+
+def mongodb_flavour() -> str:
+    """``mongod`` or ``ferretdb``: which server :func:`mongodb_command` will run."""
+    return "mongod" if shutil.which("mongod") else "ferretdb"
+
+
+class ServerProcess:
+    """A started server: waits for its port, stops it (and its children) on :meth:`stop`."""
+
+    def __init__(self, command: ServerCommand, log_path: Path) -> None:
+        self.command = command
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            command.argv, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **command.env}, start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        """Block until the port accepts connections; a clear error if the process died."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(
+                    f"{self.command.name} exited with {self.process.returncode}:\n{tail}"
+                )
+            if port_open(self.command.host, self.command.port):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.command.name} not ready on {self.command.address}")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
