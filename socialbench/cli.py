@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from socialbench import registry
+from socialbench.stack import commands as stack_commands
+from socialbench.workloads.seed_command import seed_command
 
 app = typer.Typer(
     name="socialbench",
@@ -43,6 +45,13 @@ def serve(
         timeout_keep_alive=120,
         backlog=4096,
     )
+
+
+app.command()(stack_commands.up)
+app.command()(stack_commands.down)
+app.command()(stack_commands.status)
+app.command()(stack_commands.logs)
+app.command("seed")(seed_command)
 
 
 if __name__ == "__main__":

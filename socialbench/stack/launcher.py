@@ -1,0 +1,343 @@
+"""The local launcher: one supervisor process owns every process of the stack.
+
+``socialbench up`` starts a detached supervisor (:func:`supervise`) and waits for it to
+report the stack ready. The supervisor starts the stores, then the services in
+dependency order (each gated on its ``/healthz``), then nginx; it restarts a process
+that dies (with backoff) and, on SIGTERM, stops everything in reverse order. Its state
+(pids, ports, logs, restarts) is in ``<data dir>/state.json``; logs in ``<data dir>/logs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from socialbench import registry
+from socialbench.gateway import nginx
+from socialbench.stack.servers import (
+    ServerCommand,
+    find_binary,
+    memcached_command,
+    mongodb_command,
+    port_open,
+    redis_command,
+)
+
+STATE_FILE = "state.json"
+CONFIG_FILE = "stack-config.json"
+
+
+@dataclass
+class StackConfig:
+    """Where the local stack listens and how big it is."""
+
+    data_dir: Path = Path(".socialbench")
+    host: str = "127.0.0.1"
+    gateway_port: int = 8080
+    media_port: int = 8081
+    redis_port: int = 6390
+    memcached_port: int = 11222
+    mongodb_port: int = 27027
+    memcached_memory_mb: int = 1024
+    workers: dict[str, int] = field(default_factory=dict)
+    default_workers: int = 1
+    nginx_workers: str = "auto"
+    # Added to every service's registry port: a second stack (e.g. the tests') beside the first.
+    service_port_offset: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.gateway_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def workers_of(self, service: str) -> int:
+        return self.workers.get(service, self.default_workers)
+
+    def service_port(self, spec: registry.ServiceSpec) -> int:
+        return spec.port + self.service_port_offset
+
+    def service_env(self) -> dict[str, str]:
+        """Environment every service process gets: its stores and its neighbours."""
+        prefix = registry.ENV_PREFIX
+        env = {
+            f"{prefix}REDIS_URL": f"redis://{self.host}:{self.redis_port}/0",
+            f"{prefix}MEMCACHED_ADDRESS": f"{self.host}:{self.memcached_port}",
+            f"{prefix}MONGODB_URL": f"mongodb://{self.host}:{self.mongodb_port}",
+            f"{prefix}NEIGHBOUR_HOST": self.host,
+        }
+        for spec in registry.SERVICES:
+            env[spec.url_env] = f"http://{self.host}:{self.service_port(spec)}"
+        return env
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["data_dir"] = str(self.data_dir)
+        return json.dumps(data, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> StackConfig:
+        data = json.loads(text)
+        data["data_dir"] = Path(data["data_dir"])
+        return cls(**data)
+
+
+@dataclass
+class Component:
+    """One process the supervisor owns."""
+
+    name: str
+    kind: str  # "store", "service" or "gateway"
+    argv: list[str]
+    port: int
+    health_url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    pid: int | None = None
+    restarts: int = 0
+    log: str = ""
+
+    def is_healthy(self, host: str) -> bool:
+        if self.health_url is None:
+            return port_open(host, self.port)
+        try:
+            with urllib.request.urlopen(self.health_url, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+def plan(config: StackConfig) -> list[Component]:
+    """Every process of the stack, in start order: stores, services, nginx."""
+    data = config.data_dir.resolve()
+    stores: list[ServerCommand] = [
+        redis_command(config.redis_port, data / "redis", host=config.host),
+        memcached_command(config.memcached_port, host=config.host,
+                          memory_mb=config.memcached_memory_mb),
+        mongodb_command(config.mongodb_port, data / "mongodb", host=config.host),
+    ]
+    (data / "redis").mkdir(parents=True, exist_ok=True)
+    components = [Component(s.name, "store", s.argv, s.port, env=s.env) for s in stores]
+    service_env = config.service_env()
+    for spec in registry.start_order():
+        port = config.service_port(spec)
+        argv = [sys.executable, "-m", "socialbench.cli", "serve", spec.name,
+                "--host", config.host, "--port", str(port),
+                "--workers", str(config.workers_of(spec.name))]
+        health = f"http://{config.host}:{port}/healthz"
+        components.append(Component(spec.name, "service", argv, port, health, service_env))
+    conf_path = data / "nginx.conf"
+    gateway = nginx.GatewayConfig(
+        service_addresses={
+            spec.name: [f"{config.host}:{config.service_port(spec)}"] for spec in registry.SERVICES
+        },
+        listen_host=config.host,
+        port=config.gateway_port,
+        media_port=config.media_port,
+        worker_processes=config.nginx_workers,
+        foreground=True,
+        pid_path=data / "nginx.pid",
+        error_log=str(config.log_dir / "nginx-error.log"),
+        temp_dir=data / "nginx-temp",
+    )
+    (data / "nginx-temp").mkdir(parents=True, exist_ok=True)
+    conf_path.write_text(nginx.render(gateway))
+    nginx_argv = [find_binary("nginx"), "-c", str(conf_path), "-p", str(data),
+                  "-e", str(config.log_dir / "nginx-error.log")]
+    components.append(Component("nginx", "gateway", nginx_argv, config.gateway_port,
+                                f"{config.url}/healthz"))
+    for component in components:
+        component.log = str(config.log_dir / f"{component.name}.log")
+    return components
+
+
+# ---------------------------------------------------------------- state file
+
+
+def read_state(data_dir: Path) -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = json.loads((data_dir / STATE_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return state
+
+
+def _write_state(data_dir: Path, **state: Any) -> None:
+    tmp = data_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(data_dir / STATE_FILE)
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+def kill_group(pid: int, sig: int) -> None:
+    """Signal the process group ``pid`` leads (every child has its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+# ---------------------------------------------------------------- supervisor
+
+
+class Supervisor:
+    """Starts, watches and stops the processes of the stack (runs in its own process)."""
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.components = plan(config)
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.status = "starting"
+        self.message = ""
+        self.stopping = False
+
+    def _save(self) -> None:
+        _write_state(
+            self.config.data_dir,
+            status=self.status,
+            message=self.message,
+            supervisor_pid=os.getpid(),
+            url=self.config.url,
+            components=[asdict(c) | {"env": None} for c in self.components],
+        )
+
+    def _spawn(self, component: Component) -> None:
+        log = open(component.log, "ab")  # noqa: SIM115 - the child owns it from here
+        process = subprocess.Popen(
+            component.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **component.env}, start_new_session=True,
+        )
+        log.close()
+        self.processes[component.name] = process
+        component.pid = process.pid
+
+    def _wait_healthy(self, component: Component, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        process = self.processes[component.name]
+        while time.monotonic() < deadline and not self.stopping:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"{component.name} exited with code {process.returncode} while starting; "
+                    f"see {component.log}"
+                )
+            if component.is_healthy(self.config.host):
+                return
+            time.sleep(0.1)
+        if not self.stopping:
+            raise RuntimeError(f"{component.name} not healthy after {timeout_s:.0f} s; "
+                               f"see {component.log}")
+
+    def start_all(self) -> None:
+        for component in self.components:
+            if self.stopping:
+                return
+            if port_open(self.config.host, component.port):
+                raise RuntimeError(
+                    f"port {component.port} of {component.name} is already in use; "
+                    "stop what holds it or choose another port"
+                )
+            self.message = f"starting {component.name}"
+            self._save()
+            self._spawn(component)
+            self._wait_healthy(component)
+
+    def watch(self) -> None:
+        """Restart any process that dies, with exponential backoff, until told to stop."""
+        backoff: dict[str, float] = {}
+        next_try: dict[str, float] = {}
+        while not self.stopping:
+            now = time.monotonic()
+            for component in self.components:
+                process = self.processes[component.name]
+                if process.poll() is None:
+                    continue
+                if component.name not in next_try:
+                    delay = backoff.get(component.name, 0.5) * 2
+                    backoff[component.name] = min(delay, 30.0)
+                    next_try[component.name] = now + backoff[component.name]
+                    self.message = (f"{component.name} exited with {process.returncode}; "
+                                    f"restarting in {backoff[component.name]:.0f} s")
+                    self._save()
+                elif now >= next_try[component.name]:
+                    del next_try[component.name]
+                    kill_group(process.pid, signal.SIGKILL)
+                    component.restarts += 1
+                    self._spawn(component)
+                    self.message = f"restarted {component.name}"
+                    self._save()
+            time.sleep(0.25)
+
+    def stop_all(self) -> None:
+        self.status = "stopping"
+        self._save()
+        for component in reversed(self.components):
+            process = self.processes.get(component.name)
+            if process is None:
+                continue
+            kill_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                kill_group(process.pid, signal.SIGKILL)
+                process.wait()
+            # uvicorn workers and nginx workers share the group; make sure none is left.
+            kill_group(process.pid, signal.SIGKILL)
+        self.status = "stopped"
+        self._save()
+
+    def run(self) -> int:
+        def on_signal(signum: int, frame: object) -> None:
+            self.stopping = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        try:
+            self.start_all()
+            if not self.stopping:
+                self.status, self.message = "ready", f"front end at {self.config.url}"
+                self._save()
+                self.watch()
+        except Exception as exc:
+            self.status, self.message = "failed", str(exc)
+            self._save()
+            self.stop_all()
+            self.status = "failed"
+            self._save()
+            return 1
+        self.stop_all()
+        return 0
+
+
+def supervise(config_path: Path) -> int:
+    """Entry point of the supervisor process."""
+    config = StackConfig.from_json(config_path.read_text())
+    return Supervisor(config).run()
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(Path(sys.argv[1])))
