@@ -1,0 +1,118 @@
+"""Where the CPU went: CPU time and peak memory of every process of the local stack.
+
+A :class:`ResourceSampler` finds the stack's processes from the launcher's state file
+(each component with all its children: uvicorn workers, nginx workers), takes their
+CPU times at the start and end of a measurement and samples their resident memory
+each second in between.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from socialbench.stack import launcher
+
+
+@dataclass(frozen=True)
+class ComponentUsage:
+    """One component's share of a measurement."""
+
+    name: str
+    kind: str
+    cpu_seconds: float
+    peak_rss_bytes: int
+    processes: int
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _cpu(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _rss(processes: list[psutil.Process]) -> int:
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+class ResourceSampler:
+    """Measure the stack's processes over one interval (use as a context manager)."""
+
+    def __init__(self, components: dict[str, tuple[str, int]], interval_s: float = 1.0) -> None:
+        """``components``: name -> (kind, pid of the process that leads it)."""
+        self.components = components
+        self.interval_s = interval_s
+        self._start_cpu: dict[str, float] = {}
+        self._peak_rss: dict[str, int] = dict.fromkeys(components, 0)
+        self._processes: dict[str, list[psutil.Process]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_memory, daemon=True)
+        self.usage: list[ComponentUsage] = []
+
+    @classmethod
+    def for_local_stack(cls, data_dir: Path, interval_s: float = 1.0) -> ResourceSampler | None:
+        """A sampler of the stack the launcher runs from ``data_dir``; None if none runs."""
+        state = launcher.read_state(data_dir)
+        if not state or not launcher.pid_alive(state.get("supervisor_pid")):
+            return None
+        components = {c["name"]: (c["kind"], int(c["pid"])) for c in state["components"]
+                      if c.get("pid")}
+        return cls(components, interval_s)
+
+    def _refresh(self) -> None:
+        self._processes = {name: _tree(pid) for name, (_, pid) in self.components.items()}
+
+    def _sample_memory(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._refresh()
+            for name, processes in self._processes.items():
+                self._peak_rss[name] = max(self._peak_rss[name], _rss(processes))
+
+    def __enter__(self) -> ResourceSampler:
+        self._refresh()
+        self._start_cpu = {name: _cpu(procs) for name, procs in self._processes.items()}
+        for name, processes in self._processes.items():
+            self._peak_rss[name] = _rss(processes)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._refresh()
+        self.usage = [
+            ComponentUsage(
+                name=name,
+                kind=kind,
+                cpu_seconds=max(0.0, _cpu(self._processes[name]) - self._start_cpu.get(name, 0.0)),
+                peak_rss_bytes=max(self._peak_rss[name], _rss(self._processes[name])),
+                processes=len(self._processes[name]),
+            )
+            for name, (kind, _) in self.components.items()
+        ]
+
+    @property
+    def total_cpu_seconds(self) -> float:
+        return sum(u.cpu_seconds for u in self.usage)
