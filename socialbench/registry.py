@@ -47,7 +47,7 @@ ENV_PREFIX = "SOCIALBENCH_"
 
 SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("unique-id", 9001),
-    ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,)),
+    ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,), gateway_routes=("/api/url/expand",)),
     ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB)),
     ServiceSpec("media", 9004, stores=(Store.MONGODB,),
                 gateway_routes=("/upload-media", "/get-media")),

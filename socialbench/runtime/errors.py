@@ -5,7 +5,8 @@
      │    ├── InvalidArgument        400
      │    ├── Unauthorized           401
      │    ├── NotFound               404
-     │    └── Conflict               409  (e.g. a username that exists)
+     │    ├── Conflict               409  (e.g. a username that exists)
+     │    └── PayloadTooLarge        413  (an upload over the configured limit)
      ├── StoreError                  503: memcached, Redis or MongoDB failed
      └── RPCError                    a neighbour service failed
           ├── NeighbourUnavailable   503: could not connect
@@ -53,6 +54,10 @@ class Conflict(ClientError):
     status_code = 409
 
 
+class PayloadTooLarge(ClientError):
+    status_code = 413
+
+
 class StoreError(SocialbenchError):
     status_code = 503
 
@@ -79,5 +84,7 @@ class NeighbourError(RPCError):
 
 
 CLIENT_ERRORS_BY_KIND: dict[str, type[ClientError]] = {
-    cls.__name__: cls for cls in (ClientError, InvalidArgument, Unauthorized, NotFound, Conflict)
+    cls.__name__: cls for cls in (
+        ClientError, InvalidArgument, Unauthorized, NotFound, Conflict, PayloadTooLarge
+    )
 }

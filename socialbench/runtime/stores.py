@@ -11,6 +11,7 @@ by the app factory's exception handlers, so the happy path pays nothing for the 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import aiomcache
 import redis.asyncio as aioredis
 import redis.exceptions
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import PyMongoError
 
 from socialbench.registry import Store
@@ -29,6 +31,22 @@ STORE_ERRORS: tuple[type[Exception], ...] = (
     PyMongoError,
     aiomcache.exceptions.ClientException,
 )
+
+# What memcached accepts as a key: 1-250 bytes, no whitespace or control characters.
+_MEMCACHED_KEY = re.compile(r"[^\s\x00-\x20\x7f]{1,250}")
+
+
+def memcached_key(key: str) -> bytes | None:
+    """``key`` encoded for memcached, or ``None`` when memcached cannot hold such a key."""
+    if _MEMCACHED_KEY.fullmatch(key) is None:
+        return None
+    encoded = key.encode()
+    return encoded if len(encoded) <= 250 else None
+
+
+def user_id_cache_key(username: str) -> bytes | None:
+    """The memcached key of ``username``'s id, shared by user and user-mention."""
+    return memcached_key(f"{username}:user_id")
 
 
 @dataclass
@@ -95,3 +113,18 @@ class Stores:
         if self.memcached is None:
             raise StoreError("this service was not configured with memcached")
         return self.memcached
+
+
+async def flag_fresh_cache(
+    redis: aioredis.Redis, collection: AsyncCollection[dict[str, Any]], flag: str
+) -> None:
+    """Set the key ``flag`` in Redis if ``collection`` is empty (called at start-up).
+
+    For services that write MongoDB then Redis: while the flag exists, Redis has seen
+    every write since the collection was empty, so a key missing from Redis is an empty
+    list, not a cache miss. The flag goes with Redis's data when Redis restarts, and
+    never comes back while MongoDB holds data. (It assumes Redis does not evict keys:
+    no ``maxmemory`` eviction policy.)
+    """
+    if await collection.find_one({}, {"_id": 1}) is None:
+        await redis.set(flag, b"1", nx=True)

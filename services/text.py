@@ -1,0 +1,108 @@
+"""text: the mentions and urls of a post's text, with each url replaced by its short form.
+
+url-shorten and user-mention are called concurrently, as the original does, and a call
+is skipped when there is nothing to send. Unlike the original, the text after the last
+url is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, FastAPI
+from pydantic import BaseModel, ValidationError
+
+from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.errors import NeighbourError
+from socialbench.runtime.models import Url, UserMention
+from socialbench.runtime.rpc import RPCClient
+
+MENTION = re.compile(r"@[A-Za-z0-9_-]+")
+URL = re.compile(r"(?:http|https)://[A-Za-z0-9_!~*'().&=+$%-]+")
+
+
+class ComposedText(BaseModel):
+    text: str
+    user_mentions: list[UserMention]
+    urls: list[Url]
+
+
+class TextService:
+    """The service's logic: parse, ask the neighbours, rewrite."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.rpc: RPCClient = context.rpc
+
+    async def setup(self) -> None:
+        return None
+
+    async def compose(self, text: str) -> ComposedText:
+        """``text`` with short urls, its known mentions and its url pairs."""
+        usernames = list(dict.fromkeys(match[1:] for match in MENTION.findall(text)))
+        urls = URL.findall(text)
+        mentions, short_urls = await asyncio.gather(
+            self._user_mentions(usernames), self._shorten(urls)
+        )
+        shortened = iter(short_urls)
+        rewritten = URL.sub(lambda _: next(shortened).shortened_url, text) if urls else text
+        return ComposedText(text=rewritten, user_mentions=mentions, urls=short_urls)
+
+    async def _user_mentions(self, usernames: list[str]) -> list[UserMention]:
+        if not usernames:
+            return []
+        answer = await self.rpc.call(
+            "user-mention", "compose_user_mentions", {"usernames": usernames}
+        )
+        return _parse(UserMentionsAnswer, answer, "user-mention").user_mentions
+
+    async def _shorten(self, urls: list[str]) -> list[Url]:
+        if not urls:
+            return []
+        answer = await self.rpc.call("url-shorten", "compose_urls", {"urls": urls})
+        pairs = _parse(UrlsAnswer, answer, "url-shorten").urls
+        if len(pairs) != len(urls):
+            raise _bad_answer("url-shorten", f"{len(pairs)} short urls for {len(urls)} urls")
+        return pairs
+
+
+class UserMentionsAnswer(BaseModel):
+    user_mentions: list[UserMention]
+
+
+class UrlsAnswer(BaseModel):
+    urls: list[Url]
+
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
+
+
+def _parse(model: type[AnswerT], answer: Any, neighbour: str) -> AnswerT:
+    try:
+        return model.model_validate(answer)
+    except ValidationError as exc:
+        raise _bad_answer(neighbour, str(exc)) from None
+
+
+def _bad_answer(neighbour: str, problem: str) -> NeighbourError:
+    return NeighbourError(f"{neighbour}: unexpected answer: {problem}", status_code=502,
+                          remote_kind="BadAnswer")
+
+
+TextDep = Annotated[TextService, Depends(service_logic)]
+router = APIRouter()
+
+
+class ComposeTextRequest(BaseModel):
+    text: str
+
+
+@router.post("/compose_text")
+async def compose_text(body: ComposeTextRequest, service: TextDep) -> ComposedText:
+    """The text with short urls, its user mentions and its urls."""
+    return await service.compose(body.text)
+
+
+def create_app() -> FastAPI:
+    return create_service_app("text", router, TextService)

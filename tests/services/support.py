@@ -1,0 +1,74 @@
+"""Helpers for service tests: run the app under test in-process, fake its neighbours.
+
+The runtime's RPC client speaks real HTTP (aiohttp), so a fake neighbour listens on a
+port: a small FastAPI app served by uvicorn in the test's own event loop, so its handlers
+can share state with the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from httpx import ASGITransport, AsyncClient
+from pymongo import AsyncMongoClient
+
+from socialbench import registry
+from socialbench.runtime.settings import get_settings
+
+
+@asynccontextmanager
+async def app_client(app: FastAPI) -> AsyncIterator[AsyncClient]:
+    """An HTTP client to ``app`` (started: stores and pools open) for the block."""
+    async with app.router.lifespan_context(app):
+        transport = ASGITransport(app=app)
+        async with AsyncClient(transport=transport, base_url="http://test") as client:
+            yield client
+
+
+def mongo_client(store_env: dict[str, str]) -> AsyncMongoClient[dict[str, Any]]:
+    """A client of the test MongoDB, to seed or check what a service stored."""
+    return AsyncMongoClient(store_env["SOCIALBENCH_MONGODB_URL"])
+
+
+def unique_name(prefix: str) -> str:
+    """A name no other test uses (the store servers are shared by the whole session)."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@asynccontextmanager
+async def serve_fake(app: FastAPI) -> AsyncIterator[str]:
+    """Serve ``app`` on a free local port for the block; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    )
+    # uvicorn must not take over the test process's signal handlers.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.005)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = server.force_exit = True
+        await task
+        sock.close()
+
+
+def point_at(monkeypatch: pytest.MonkeyPatch, service: str, base_url: str) -> None:
+    """Make services created from now on call ``service`` at ``base_url``."""
+    monkeypatch.setenv(registry.get(service).url_env, base_url)
+    get_settings.cache_clear()
