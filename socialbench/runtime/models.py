@@ -10,6 +10,8 @@ from enum import IntEnum
 
 from pydantic import BaseModel
 
+from socialbench.runtime.errors import InvalidArgument
+
 
 class PostType(IntEnum):
     POST = 0
@@ -48,3 +50,14 @@ class Post(BaseModel):
     urls: list[Url]
     timestamp: str
     post_type: PostType
+
+
+MAX_TIMELINE_INDEX = 1 << 31
+
+
+def check_timeline_page(start: int, stop: int) -> None:
+    """A clear 400 unless ``start`` and ``stop`` of a timeline page are in ``[0, 2**31]``."""
+    if not (0 <= start <= MAX_TIMELINE_INDEX and 0 <= stop <= MAX_TIMELINE_INDEX):
+        raise InvalidArgument(
+            f"start and stop must be in [0, {MAX_TIMELINE_INDEX}], got {start} and {stop}"
+        )

@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     compose_post_url: str | None = None
 
     machine_id: int | None = None
-    jwt_secret: str = "secret"
+    # The original signs with "secret"; PyJWT wants 32 bytes or more for HS256.
+    jwt_secret: str = "socialbench-login-token-secret-change-me"
     login_token_ttl_s: int = 3600
     upload_max_bytes: int = 16 * 1024 * 1024
 

@@ -1,0 +1,207 @@
+"""compose-post: build a new post from its parts, store it, then put it in the timelines.
+
+Text (mentions and short urls), creator, media and post id are asked for concurrently;
+the post is stored by post-storage, and only once that succeeded is it written to its
+author's user timeline and fanned out to home timelines (concurrently), so a timeline
+never points at a post that was not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel
+from starlette.responses import Response
+
+from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.auth import CurrentUser
+from socialbench.runtime.errors import InvalidArgument
+from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.models import Creator, Media, Post, PostType, Url, UserMention
+from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
+
+# The original's prefix, spelling included.
+FAILURE_PREFIX = "compost_post failure"
+
+
+class ComposePostRequest(BaseModel):
+    username: str
+    user_id: int
+    text: str
+    media_ids: list[str] = []
+    media_types: list[str] = []
+    post_type: PostType = PostType.POST
+
+
+class ComposePost:
+    """The service's logic: calls to the services a post is made of and stored by."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        rpc = context.rpc
+        self.text = rpc["text"]
+        self.user = rpc["user"]
+        self.media = rpc["media"]
+        self.unique_id = rpc["unique-id"]
+        self.post_storage = rpc["post-storage"]
+        self.user_timeline = rpc["user-timeline"]
+        self.home_timeline = rpc["home-timeline"]
+
+    async def setup(self) -> None:
+        return None
+
+    async def compose(
+        self,
+        username: str,
+        user_id: int,
+        text: str,
+        media_ids: list[str],
+        media_types: list[str],
+        post_type: PostType,
+    ) -> str:
+        """Compose, store and publish a post; its id."""
+        if len(media_ids) != len(media_types):
+            # Checked here too so that nothing is asked of the others for a bad request.
+            raise InvalidArgument(
+                f"{len(media_ids)} media_ids but {len(media_types)} media_types"
+            )
+        text_answer, creator_answer, media_answer, id_answer = await asyncio.gather(
+            self.text.call("compose_text", {"text": text}),
+            self.user.call(
+                "compose_creator_with_user_id", {"user_id": user_id, "username": username}
+            ),
+            self.media.call("compose_media", {"media_ids": media_ids, "media_types": media_types}),
+            self.unique_id.call("compose_unique_id", {}),
+        )
+        timestamp = time.time_ns() // 1_000_000
+        post = _build_post(
+            id_answer, creator_answer, text_answer, media_answer, timestamp, post_type
+        )
+        await self.post_storage.call("store_post", {"post": post.model_dump(mode="json")})
+        post_id = int(post.post_id)
+        mentioned = [int(mention.user_id) for mention in post.user_mentions]
+        await asyncio.gather(
+            self.user_timeline.call(
+                "write_user_timeline",
+                {"user_id": user_id, "post_id": post_id, "timestamp": timestamp},
+            ),
+            self.home_timeline.call(
+                "write_home_timeline",
+                {"user_id": user_id, "post_id": post_id, "timestamp": timestamp,
+                 "user_mentions_id": mentioned},
+            ),
+        )
+        return post.post_id
+
+
+def _build_post(
+    id_answer: Any,
+    creator_answer: Any,
+    text_answer: Any,
+    media_answer: Any,
+    timestamp: int,
+    post_type: PostType,
+) -> Post:
+    """The post made of the neighbours' answers (ids as strings, as the front end has them)."""
+    creator = creator_answer["creator"]
+    return Post(
+        post_id=str(id_answer["post_id"]),
+        creator=Creator(user_id=str(creator["user_id"]), username=creator["username"]),
+        req_id=str(random.getrandbits(63)),
+        text=text_answer["text"],
+        user_mentions=[
+            UserMention(user_id=str(mention["user_id"]), username=mention["username"])
+            for mention in text_answer["user_mentions"]
+        ],
+        media=[
+            Media(media_id=str(media["media_id"]), media_type=media["media_type"])
+            for media in media_answer["media"]
+        ],
+        urls=[Url(**url) for url in text_answer["urls"]],
+        timestamp=str(timestamp),
+        post_type=post_type,
+    )
+
+
+ComposePostDep = Annotated[ComposePost, Depends(service_logic)]
+router = APIRouter()
+
+
+@router.post("/compose_post")
+async def compose_post(request: ComposePostRequest, service: ComposePostDep) -> Response:
+    """Compose a new post; its id."""
+    post_id = await service.compose(
+        request.username, request.user_id, request.text,
+        request.media_ids, request.media_types, request.post_type,
+    )
+    return JSONResponse({"post_id": post_id})
+
+
+# Front-end routes (behind nginx), as the original's Lua scripts.
+
+
+def _post_type(value: str) -> PostType:
+    number = parse_int(value, "post_type")
+    try:
+        return PostType(number)
+    except ValueError:
+        raise InvalidArgument(f"post_type must be 0 to 3, got {number}") from None
+
+
+def _json_strings(value: str, name: str) -> list[str]:
+    """A form parameter holding a JSON array of strings (or numbers) as strings."""
+    try:
+        items = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        items = None
+    if not isinstance(items, list) or not all(
+        isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool))
+        for item in items
+    ):
+        raise InvalidArgument(f"{name} must be a JSON array of strings, got {value[:100]!r}")
+    return [str(item) for item in items]
+
+
+def _media_from_form(args: dict[str, str]) -> tuple[list[str], list[str]]:
+    """media_ids and media_types, when both are given (as the original)."""
+    if not args.get("media_ids") or not args.get("media_types"):
+        return [], []
+    return (
+        _json_strings(args["media_ids"], "media_ids"),
+        _json_strings(args["media_types"], "media_types"),
+    )
+
+
+@router.post("/wrk2-api/post/compose")
+@failure_prefix(FAILURE_PREFIX)
+async def wrk2_compose(request: Request, service: ComposePostDep) -> Response:
+    """Compose a post for username/user_id (the wrk2 workload's request)."""
+    args = await form_args(request)
+    user_id, username, post_type, body = require(args, "user_id", "username", "post_type", "text")
+    media_ids, media_types = _media_from_form(args)
+    await service.compose(
+        username, parse_int(user_id, "user_id"), body,
+        media_ids, media_types, _post_type(post_type),
+    )
+    return text("Successfully upload post")
+
+
+@router.post("/api/post/compose")
+@failure_prefix(FAILURE_PREFIX)
+async def api_compose(request: Request, user: CurrentUser, service: ComposePostDep) -> Response:
+    """Compose a post for the logged-in user."""
+    args = await form_args(request)
+    post_type, body = require(args, "post_type", "text")
+    media_ids, media_types = _media_from_form(args)
+    await service.compose(
+        user.username, user.user_id, body, media_ids, media_types, _post_type(post_type)
+    )
+    return text("Successfully upload post")
+
+
+def create_app() -> FastAPI:
+    return create_service_app("compose-post", router, ComposePost)

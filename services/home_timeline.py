@@ -1,0 +1,127 @@
+"""home-timeline: the posts of the people each user follows, and of posts mentioning them.
+
+Redis only (as the original): the ZSET ``<user_id>:home-timeline`` (member post id,
+score timestamp ms). The original's key was ``<user_id>``, in a Redis of its own; the
+suffix lets one Redis hold home timelines beside user-timeline's ``<user_id>`` ZSETs.
+A new post fans out to every follower of its author and every mentioned user, the
+author excluded, in one pipelined round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel
+from starlette.responses import Response
+
+from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.auth import CurrentUser
+from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.models import check_timeline_page
+from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
+
+
+def timeline_key(user_id: int) -> str:
+    return f"{user_id}:home-timeline"
+
+
+class WriteRequest(BaseModel):
+    user_id: int
+    post_id: int
+    timestamp: int
+    user_mentions_id: list[int] = []
+
+
+class ReadRequest(BaseModel):
+    user_id: int
+    start: int
+    stop: int
+
+
+class HomeTimeline:
+    """The service's logic: home timelines in Redis."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.redis = context.stores.require_redis()
+        self.post_storage = context.rpc["post-storage"]
+        self.social_graph = context.rpc["social-graph"]
+
+    async def setup(self) -> None:
+        return None
+
+    async def write(
+        self, user_id: int, post_id: int, timestamp: int, user_mentions_id: list[int]
+    ) -> None:
+        """Put a post of ``user_id`` in the home timelines of its followers and mentions."""
+        answer = await self.social_graph.call("get_followers", {"user_id": user_id})
+        recipients = {*answer["user_ids"], *user_mentions_id}
+        recipients.discard(user_id)
+        if not recipients:
+            return
+        entry = {str(post_id): timestamp}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for recipient in recipients:
+                pipe.zadd(timeline_key(recipient), entry)
+            await pipe.execute()
+
+    async def read(self, user_id: int, start: int, stop: int) -> list[Any]:
+        """Posts ``[start, stop)`` of the user's home timeline, newest first."""
+        check_timeline_page(start, stop)
+        if stop <= start:
+            return []
+        found = await self.redis.zrevrange(timeline_key(user_id), start, stop - 1)
+        members = cast(list[bytes], found)
+        if not members:
+            return []
+        post_ids = [int(member) for member in members]
+        answer = await self.post_storage.call("read_posts", {"post_ids": post_ids})
+        posts: list[Any] = answer["posts"]
+        return posts
+
+
+HomeTimelineDep = Annotated[HomeTimeline, Depends(service_logic)]
+router = APIRouter()
+
+
+@router.post("/write_home_timeline")
+async def write_home_timeline(request: WriteRequest, service: HomeTimelineDep) -> Response:
+    """Fan a new post out to its author's followers and the users it mentions."""
+    await service.write(
+        request.user_id, request.post_id, request.timestamp, request.user_mentions_id
+    )
+    return JSONResponse({})
+
+
+@router.post("/read_home_timeline")
+async def read_home_timeline(request: ReadRequest, service: HomeTimelineDep) -> Response:
+    """Posts [start, stop) of the user's home timeline, newest first."""
+    posts = await service.read(request.user_id, request.start, request.stop)
+    return JSONResponse({"posts": posts})
+
+
+# Front-end routes (behind nginx), as the original's Lua scripts.
+
+
+@router.api_route("/wrk2-api/home-timeline/read", methods=["GET", "POST"])
+@failure_prefix("Get home-timeline failure")
+async def wrk2_read(request: Request, service: HomeTimelineDep) -> Response:
+    """A page of any user's home timeline: user_id, start, stop."""
+    user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
+    posts = await service.read(
+        parse_int(user_id, "user_id"), parse_int(start, "start"), parse_int(stop, "stop")
+    )
+    return JSONResponse(posts)
+
+
+@router.api_route("/api/home-timeline/read", methods=["GET", "POST"])
+@failure_prefix("Get home-timeline failure")
+async def api_read(request: Request, user: CurrentUser, service: HomeTimelineDep) -> Response:
+    """A page of the logged-in user's home timeline."""
+    start, stop = require(await form_args(request), "start", "stop")
+    posts = await service.read(user.user_id, parse_int(start, "start"), parse_int(stop, "stop"))
+    return JSONResponse(posts)
+
+
+def create_app() -> FastAPI:
+    return create_service_app("home-timeline", router, HomeTimeline)

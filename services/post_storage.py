@@ -1,0 +1,135 @@
+"""post-storage: posts in MongoDB ``post.post`` (unique ``post_id``), cached in memcached.
+
+memcached holds each post's JSON (the front end's shape) under ``<post_id>``. Reading
+many posts is the hottest path of the read workloads, so cached posts pass through as
+the bytes memcached returned: the answer is assembled from them without parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, FastAPI
+from pydantic import BaseModel
+from pymongo.errors import DuplicateKeyError
+from starlette.responses import Response
+
+from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
+from socialbench.runtime.models import Post
+
+
+class StorePostRequest(BaseModel):
+    post: Post
+
+
+class ReadPostRequest(BaseModel):
+    post_id: int
+
+
+class ReadPostsRequest(BaseModel):
+    post_ids: list[int]
+
+
+def _cache_key(post_id: int) -> bytes:
+    return str(post_id).encode()
+
+
+def _post_json(document: dict[str, Any]) -> bytes:
+    """The front end's JSON of a MongoDB post document (``post_id`` is an int64 there)."""
+    document["post_id"] = str(document["post_id"])
+    return orjson.dumps(document)
+
+
+class PostStorage:
+    """The service's logic: the post collection and its memcached cache."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.posts = context.stores.require_mongodb()["post"]["post"]
+        self.cache = context.stores.require_memcached()
+
+    async def setup(self) -> None:
+        await self.posts.create_index("post_id", unique=True)
+
+    async def store_post(self, post: Post) -> None:
+        """Store ``post`` in MongoDB (acknowledged), then cache it."""
+        try:
+            post_id = int(post.post_id)
+        except ValueError:
+            raise InvalidArgument(f"post_id must be an integer, got {post.post_id!r}") from None
+        fields = post.model_dump(mode="json")
+        cached = orjson.dumps(fields)
+        try:
+            await self.posts.insert_one({**fields, "post_id": post_id})
+        except DuplicateKeyError:
+            raise Conflict(f"post {post_id} is already stored") from None
+        await self.cache.set(_cache_key(post_id), cached)
+
+    async def read_post_json(self, post_id: int) -> bytes:
+        """The JSON of one post; :class:`NotFound` if there is none."""
+        key = _cache_key(post_id)
+        cached = await self.cache.get(key)
+        if cached is not None:
+            return cached
+        document = await self.posts.find_one({"post_id": post_id}, {"_id": 0})
+        if document is None:
+            raise NotFound(f"post {post_id} not found")
+        raw = _post_json(document)
+        await self.cache.set(key, raw)
+        return raw
+
+    async def read_posts_json(self, post_ids: list[int]) -> bytes:
+        """A JSON array of the posts asked, in the order asked, each once; unknown ids left out."""
+        ids = list(dict.fromkeys(post_ids))
+        if not ids:
+            return b"[]"
+        found = await self.cache.multi_get(*(_cache_key(i) for i in ids))
+        missing = [post_id for post_id, raw in zip(ids, found, strict=True) if raw is None]
+        loaded = await self._load_and_cache(missing) if missing else {}
+        posts = (loaded.get(i) if raw is None else raw for i, raw in zip(ids, found, strict=True))
+        return b"[" + b",".join(raw for raw in posts if raw is not None) + b"]"
+
+    async def _load_and_cache(self, post_ids: list[int]) -> dict[int, bytes]:
+        """Posts missing from memcached, read from MongoDB in one query and cached again."""
+        loaded: dict[int, bytes] = {}
+        async for document in self.posts.find({"post_id": {"$in": post_ids}}, {"_id": 0}):
+            post_id = int(document["post_id"])
+            loaded[post_id] = _post_json(document)
+        if loaded:
+            await asyncio.gather(
+                *(self.cache.set(_cache_key(i), raw) for i, raw in loaded.items())
+            )
+        return loaded
+
+
+PostStorageDep = Annotated[PostStorage, Depends(service_logic)]
+router = APIRouter()
+
+
+def _json(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
+
+
+@router.post("/store_post")
+async def store_post(request: StorePostRequest, service: PostStorageDep) -> Response:
+    """Store a new post; 409 if its id is taken."""
+    await service.store_post(request.post)
+    return _json(b"{}")
+
+
+@router.post("/read_post")
+async def read_post(request: ReadPostRequest, service: PostStorageDep) -> Response:
+    """One post; 404 if unknown."""
+    return _json(b'{"post":' + await service.read_post_json(request.post_id) + b"}")
+
+
+@router.post("/read_posts")
+async def read_posts(request: ReadPostsRequest, service: PostStorageDep) -> Response:
+    """Posts in the order asked, duplicates once, unknown ids left out."""
+    return _json(b'{"posts":' + await service.read_posts_json(request.post_ids) + b"}")
+
+
+def create_app() -> FastAPI:
+    return create_service_app("post-storage", router, PostStorage)

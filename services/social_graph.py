@@ -1,0 +1,280 @@
+"""social-graph: who follows whom.
+
+MongoDB ``social-graph.social-graph`` holds one document per follow edge
+``{_id: "<follower_id>:<followee_id>", follower_id, followee_id, timestamp}``: follow
+is a plain insert (a duplicate key is an edge that exists) and unfollow a delete by
+``_id``, the one filter FerretDB v1 (SQLite) evaluates without decoding every document
+(it plans no other index). Redis caches each
+user's lists as ZSETs ``<uid>:followers`` and ``<uid>:followees`` scored by follow time
+(ms). A set loaded from MongoDB carries a marker member (score -inf) that says it is
+the whole list; a set without it (one a follow created after Redis lost the key) is
+read again from MongoDB, so a partial set is never served as the whole list, and a
+user with no followers is not looked up in MongoDB on every read. The flag
+``social-graph:whole`` (set at start-up on an empty collection, see
+:func:`flag_fresh_cache`) says Redis holds every list, so a graph built on fresh
+stores is never read from MongoDB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel
+from pymongo.errors import DuplicateKeyError
+from starlette.responses import Response
+
+from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.auth import CurrentUser
+from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.stores import flag_fresh_cache
+from socialbench.runtime.web import (
+    IncompleteArguments,
+    failure_prefix,
+    form_args,
+    parse_int,
+    text,
+)
+
+Relation = Literal["followers", "followees"]
+LOADED = b"~loaded"  # marker member: this set holds the whole list
+ALL_LOADED = "social-graph:whole"  # flag: Redis holds every list
+_OTHER_END: dict[Relation, tuple[str, str]] = {
+    # relation -> (the user's field in an edge, the field of the users listed)
+    "followers": ("followee_id", "follower_id"),
+    "followees": ("follower_id", "followee_id"),
+}
+
+
+class UserRequest(BaseModel):
+    user_id: int
+
+
+class FollowRequest(BaseModel):
+    user_id: int
+    followee_id: int
+
+
+class FollowWithUsernameRequest(BaseModel):
+    user_username: str
+    followee_username: str
+
+
+def _edge_id(user_id: int, followee_id: int) -> str:
+    return f"{user_id}:{followee_id}"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SocialGraph:
+    """The service's logic: follow edges in MongoDB, cached per user in Redis."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.edges = context.stores.require_mongodb()["social-graph"]["social-graph"]
+        self.redis = context.stores.require_redis()
+        self.user = context.rpc["user"]
+
+    async def setup(self) -> None:
+        await self.edges.create_index([("follower_id", 1), ("followee_id", 1)], unique=True)
+        await self.edges.create_index("followee_id")
+        await flag_fresh_cache(self.redis, self.edges, ALL_LOADED)
+
+    async def insert_user(self, user_id: int) -> None:
+        """Nothing to store: a user's lists start empty and exist implicitly."""
+
+    async def follow(self, user_id: int, followee_id: int) -> None:
+        """``user_id`` follows ``followee_id``; following again keeps the first follow."""
+        now = _now_ms()
+        edge = {"_id": _edge_id(user_id, followee_id), "follower_id": user_id,
+                "followee_id": followee_id, "timestamp": now}
+        with contextlib.suppress(DuplicateKeyError):  # the edge exists: keep it as it is
+            await self.edges.insert_one(edge)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(f"{user_id}:followees", {str(followee_id): now}, nx=True)
+            pipe.zadd(f"{followee_id}:followers", {str(user_id): now}, nx=True)
+            await pipe.execute()
+
+    async def unfollow(self, user_id: int, followee_id: int) -> None:
+        """``user_id`` no longer follows ``followee_id`` (a no-op if it did not)."""
+        await self.edges.delete_one({"_id": _edge_id(user_id, followee_id)})
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrem(f"{user_id}:followees", str(followee_id))
+            pipe.zrem(f"{followee_id}:followers", str(user_id))
+            await pipe.execute()
+
+    async def user_id_of(self, username: str) -> int:
+        """The id of ``username`` (from the user service; 404 if unknown)."""
+        answer = await self.user.call("get_user_id", {"username": username})
+        return int(answer["user_id"])
+
+    async def user_ids_of(self, username: str, followee_username: str) -> tuple[int, int]:
+        """The ids of both users, looked up concurrently."""
+        user_id, followee_id = await asyncio.gather(
+            self.user_id_of(username), self.user_id_of(followee_username)
+        )
+        return user_id, followee_id
+
+    async def users(self, user_id: int, relation: Relation) -> list[int]:
+        """The followers or followees of ``user_id``, oldest follow first."""
+        key = f"{user_id}:{relation}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(key, 0, -1)
+            pipe.exists(ALL_LOADED)
+            members, all_loaded = await pipe.execute()
+        if members and members[0] == LOADED:
+            return [int(member) for member in members[1:]]
+        if all_loaded:
+            return [int(member) for member in members]
+        return await self._load(user_id, relation, key)
+
+    async def _load(self, user_id: int, relation: Relation, key: str) -> list[int]:
+        """Read one list from MongoDB and cache it, marked whole, in Redis."""
+        own_field, other_field = _OTHER_END[relation]
+        edges = await self.edges.find(
+            {own_field: user_id}, {"_id": 0, other_field: 1, "timestamp": 1}
+        ).to_list()
+        # Redis orders equal scores by member: sort the same way.
+        edges.sort(key=lambda edge: (edge["timestamp"], str(edge[other_field])))
+        mapping = {LOADED: float("-inf")}
+        mapping.update((str(edge[other_field]).encode(), edge["timestamp"]) for edge in edges)
+        await self.redis.zadd(key, mapping)
+        return [int(edge[other_field]) for edge in edges]
+
+
+SocialGraphDep = Annotated[SocialGraph, Depends(service_logic)]
+router = APIRouter()
+
+
+@router.post("/insert_user")
+async def insert_user(request: UserRequest, service: SocialGraphDep) -> Response:
+    """Make a new user known to the graph."""
+    await service.insert_user(request.user_id)
+    return JSONResponse({})
+
+
+@router.post("/follow")
+async def follow(request: FollowRequest, service: SocialGraphDep) -> Response:
+    """user_id follows followee_id."""
+    await service.follow(request.user_id, request.followee_id)
+    return JSONResponse({})
+
+
+@router.post("/unfollow")
+async def unfollow(request: FollowRequest, service: SocialGraphDep) -> Response:
+    """user_id stops following followee_id."""
+    await service.unfollow(request.user_id, request.followee_id)
+    return JSONResponse({})
+
+
+@router.post("/follow_with_username")
+async def follow_with_username(
+    request: FollowWithUsernameRequest, service: SocialGraphDep
+) -> Response:
+    """Follow, naming both users by username."""
+    await service.follow(
+        *await service.user_ids_of(request.user_username, request.followee_username)
+    )
+    return JSONResponse({})
+
+
+@router.post("/unfollow_with_username")
+async def unfollow_with_username(
+    request: FollowWithUsernameRequest, service: SocialGraphDep
+) -> Response:
+    """Unfollow, naming both users by username."""
+    await service.unfollow(
+        *await service.user_ids_of(request.user_username, request.followee_username)
+    )
+    return JSONResponse({})
+
+
+@router.post("/get_followers")
+async def get_followers(request: UserRequest, service: SocialGraphDep) -> Response:
+    """The ids of the user's followers."""
+    return JSONResponse({"user_ids": await service.users(request.user_id, "followers")})
+
+
+@router.post("/get_followees")
+async def get_followees(request: UserRequest, service: SocialGraphDep) -> Response:
+    """The ids of the users the user follows."""
+    return JSONResponse({"user_ids": await service.users(request.user_id, "followees")})
+
+
+# Front-end routes (behind nginx), as the original's Lua scripts.
+
+
+async def _pair_from_form(service: SocialGraph, args: dict[str, str]) -> tuple[int, int]:
+    """(user, followee) from ``user_id`` + ``followee_id``, or ``user_name`` + ``followee_name``."""
+    if args.get("user_id") and args.get("followee_id"):
+        return parse_int(args["user_id"], "user_id"), parse_int(args["followee_id"], "followee_id")
+    if args.get("user_name") and args.get("followee_name"):
+        return await service.user_ids_of(args["user_name"], args["followee_name"])
+    raise IncompleteArguments(["user_id", "followee_id"])
+
+
+async def _followee_from_form(service: SocialGraph, args: dict[str, str]) -> int:
+    """The followee from ``followee_id`` or ``followee_name``."""
+    if args.get("followee_id"):
+        return parse_int(args["followee_id"], "followee_id")
+    if args.get("followee_name"):
+        return await service.user_id_of(args["followee_name"])
+    raise IncompleteArguments(["followee_id"])
+
+
+@router.post("/wrk2-api/user/follow")
+@failure_prefix("Follow Failed")
+async def wrk2_follow(request: Request, service: SocialGraphDep) -> Response:
+    """Follow by ids or by usernames."""
+    await service.follow(*await _pair_from_form(service, await form_args(request)))
+    return text("Success!")
+
+
+@router.post("/wrk2-api/user/unfollow")
+@failure_prefix("Unfollow Failed")
+async def wrk2_unfollow(request: Request, service: SocialGraphDep) -> Response:
+    """Unfollow by ids or by usernames."""
+    await service.unfollow(*await _pair_from_form(service, await form_args(request)))
+    return text("Success!")
+
+
+@router.post("/api/user/follow")
+@failure_prefix("Follow Failed")
+async def api_follow(request: Request, user: CurrentUser, service: SocialGraphDep) -> Response:
+    """The logged-in user follows followee_id or followee_name."""
+    followee_id = await _followee_from_form(service, await form_args(request))
+    await service.follow(user.user_id, followee_id)
+    return text("Success!")
+
+
+@router.post("/api/user/unfollow")
+@failure_prefix("Unfollow Failed")
+async def api_unfollow(request: Request, user: CurrentUser, service: SocialGraphDep) -> Response:
+    """The logged-in user stops following followee_id or followee_name."""
+    followee_id = await _followee_from_form(service, await form_args(request))
+    await service.unfollow(user.user_id, followee_id)
+    return text("Success!")
+
+
+@router.get("/api/user/get_follower")
+@failure_prefix("Get followers failure")
+async def api_get_follower(user: CurrentUser, service: SocialGraphDep) -> Response:
+    """The logged-in user's followers."""
+    followers = await service.users(user.user_id, "followers")
+    return JSONResponse([{"follower_id": str(user_id)} for user_id in followers])
+
+
+@router.get("/api/user/get_followee")
+@failure_prefix("Get followees failure")
+async def api_get_followee(user: CurrentUser, service: SocialGraphDep) -> Response:
+    """The users the logged-in user follows."""
+    followees = await service.users(user.user_id, "followees")
+    return JSONResponse([{"followee_id": str(user_id)} for user_id in followees])
+
+
+def create_app() -> FastAPI:
+    return create_service_app("social-graph", router, SocialGraph)

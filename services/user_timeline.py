@@ -1,0 +1,155 @@
+"""user-timeline: each user's own posts, newest first.
+
+MongoDB ``user-timeline.user-timeline`` holds one document per entry
+``{user_id, post_id, timestamp}`` (indexed by user and time); Redis caches each
+timeline as the ZSET ``<user_id>`` (member post id, score timestamp ms). When Redis
+holds fewer entries than a read needs, the newest entries are read from MongoDB and
+put back in Redis.
+
+Most reads of the original's workload go past the end of short timelines, so Redis
+also records when it holds a whole timeline: a timeline loaded whole from MongoDB
+carries a marker member (score -inf), and the flag ``user-timeline:whole`` (set at
+start-up on an empty collection, see :func:`flag_fresh_cache`) says Redis has every
+timeline. Either way such reads stay in Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel
+from starlette.responses import Response
+
+from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.auth import CurrentUser
+from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.models import check_timeline_page
+from socialbench.runtime.stores import flag_fresh_cache
+from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
+
+WHOLE = b"~whole"  # marker member: this ZSET holds the user's whole timeline
+ALL_WHOLE = "user-timeline:whole"  # flag: Redis holds every user's whole timeline
+
+
+class WriteRequest(BaseModel):
+    user_id: int
+    post_id: int
+    timestamp: int
+
+
+class ReadRequest(BaseModel):
+    user_id: int
+    start: int
+    stop: int
+
+
+class UserTimeline:
+    """The service's logic: timeline entries in MongoDB, cached in Redis."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.entries = context.stores.require_mongodb()["user-timeline"]["user-timeline"]
+        self.redis = context.stores.require_redis()
+        self.post_storage = context.rpc["post-storage"]
+
+    async def setup(self) -> None:
+        await self.entries.create_index([("user_id", 1), ("timestamp", -1)])
+        await flag_fresh_cache(self.redis, self.entries, ALL_WHOLE)
+
+    async def write(self, user_id: int, post_id: int, timestamp: int) -> None:
+        """Add a post to the user's timeline: MongoDB first, then Redis."""
+        await self.entries.insert_one(
+            {"user_id": user_id, "post_id": post_id, "timestamp": timestamp}
+        )
+        await self.redis.zadd(str(user_id), {str(post_id): timestamp})
+
+    async def read(self, user_id: int, start: int, stop: int) -> list[Any]:
+        """Posts ``[start, stop)`` of the user's timeline, newest first."""
+        check_timeline_page(start, stop)
+        if stop <= start:
+            return []
+        post_ids = await self.post_ids(user_id, start, stop)
+        if not post_ids:
+            return []
+        answer = await self.post_storage.call("read_posts", {"post_ids": post_ids})
+        posts: list[Any] = answer["posts"]
+        return posts
+
+    async def post_ids(self, user_id: int, start: int, stop: int) -> list[int]:
+        """Ids of posts ``[start, stop)``, newest first: Redis, else MongoDB."""
+        key = str(user_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrevrange(key, start, stop - 1)
+            pipe.zscore(key, WHOLE)
+            pipe.exists(ALL_WHOLE)
+            members, whole, all_whole = await pipe.execute()
+        if members and members[-1] == WHOLE:
+            members.pop()
+        if len(members) < stop - start and whole is None and not all_whole:
+            return await self._load(user_id, start, stop)
+        return [int(member) for member in members]
+
+    async def _load(self, user_id: int, start: int, stop: int) -> list[int]:
+        """Read the newest ``stop`` entries from MongoDB and put them back in Redis.
+
+        The refill is always the newest entries (not only the page asked), so that ranks
+        in Redis stay those of the whole timeline.
+        """
+        entries = (
+            await self.entries.find({"user_id": user_id}, {"_id": 0, "post_id": 1, "timestamp": 1})
+            .sort("timestamp", -1)
+            .limit(stop)
+            .to_list()
+        )
+        mapping = {str(entry["post_id"]).encode(): float(entry["timestamp"]) for entry in entries}
+        if len(entries) < stop:
+            mapping[WHOLE] = float("-inf")
+        await self.redis.zadd(str(user_id), mapping)
+        return [int(entry["post_id"]) for entry in entries[start:stop]]
+
+
+UserTimelineDep = Annotated[UserTimeline, Depends(service_logic)]
+router = APIRouter()
+
+
+@router.post("/write_user_timeline")
+async def write_user_timeline(request: WriteRequest, service: UserTimelineDep) -> Response:
+    """Add a post to its creator's timeline."""
+    await service.write(request.user_id, request.post_id, request.timestamp)
+    return JSONResponse({})
+
+
+@router.post("/read_user_timeline")
+async def read_user_timeline(request: ReadRequest, service: UserTimelineDep) -> Response:
+    """Posts [start, stop) of the user's timeline, newest first."""
+    posts = await service.read(request.user_id, request.start, request.stop)
+    return JSONResponse({"posts": posts})
+
+
+# Front-end routes (behind nginx), as the original's Lua scripts.
+
+
+@router.api_route("/wrk2-api/user-timeline/read", methods=["GET", "POST"])
+@failure_prefix("Get user-timeline failure")
+async def wrk2_read(request: Request, service: UserTimelineDep) -> Response:
+    """A page of any user's timeline: user_id, start, stop."""
+    user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
+    posts = await service.read(
+        parse_int(user_id, "user_id"), parse_int(start, "start"), parse_int(stop, "stop")
+    )
+    return JSONResponse(posts)
+
+
+@router.api_route("/api/user-timeline/read", methods=["GET", "POST"])
+@failure_prefix("Get user-timeline failure")
+async def api_read(request: Request, user: CurrentUser, service: UserTimelineDep) -> Response:
+    """A page of the logged-in user's timeline, or of user_id's (profile pages)."""
+    args = await form_args(request)
+    start, stop = require(args, "start", "stop")
+    user_id = parse_int(args["user_id"], "user_id") if args.get("user_id") else user.user_id
+    posts = await service.read(user_id, parse_int(start, "start"), parse_int(stop, "stop"))
+    return JSONResponse(posts)
+
+
+def create_app() -> FastAPI:
+    return create_service_app("user-timeline", router, UserTimeline)
