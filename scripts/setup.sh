@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(nginx-light memcached redis-server wrk docker-compose procps)
+apt_packages=(nginx-light memcached redis-server wrk docker-compose procps chromium)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -20,6 +20,13 @@ fi
 if ! command -v mongod >/dev/null 2>&1; then
   echo "==> FerretDB (no mongod on PATH)"
   scripts/build-ferretdb.sh
+fi
+
+# helm 3 for the chart checks (tests/deploy); a helm 3 already on PATH or in $GOPATH/bin is kept.
+helm_bin=$(PATH="$PATH:$(go env GOPATH)/bin" command -v helm || true)
+if [ -z "$helm_bin" ] || ! "$helm_bin" version --short 2>/dev/null | grep -q '^v3\.'; then
+  echo "==> helm (chart checks)"
+  scripts/build-helm.sh
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from typing import Annotated, Any
 
@@ -39,8 +40,10 @@ from socialbench.runtime.errors import (
     Unauthorized,
 )
 from socialbench.runtime.models import Creator
-from socialbench.runtime.stores import memcached_key, user_id_cache_key
+from socialbench.runtime.stores import STORE_ERRORS, memcached_key, user_id_cache_key
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
+
+log = logging.getLogger(__name__)
 
 MAX_USER_ID = 1 << 63
 SERVER_ID_FLOOR = 1 << 62
@@ -105,9 +108,27 @@ class UserService:
                 if user_id is not None:
                     raise Conflict(f"User id {user_id} already existed") from None
                 continue  # two made-up ids met: draw another
+            await self._warm_cache(username, candidate, profile)
             await self.rpc.call("social-graph", "insert_user", {"user_id": candidate})
             return candidate
         raise StoreError(f"no free user id after {MAX_ID_ATTEMPTS} attempts")
+
+    async def _warm_cache(self, username: str, user_id: int, profile: dict[str, Any]) -> None:
+        """Put a new user's id and login record in memcached (write-through).
+
+        Mentions and logins of new users then never reach MongoDB, whose FerretDB
+        backend scans the whole collection for every lookup. Best effort: the user is
+        stored already, and a cold cache only costs a MongoDB read later.
+        """
+        id_key, login_key = user_id_cache_key(username), login_cache_key(username)
+        record = {"user_id": user_id, "salt": profile["salt"], "password": profile["password"]}
+        try:
+            if id_key is not None:
+                await self.memcached.set(id_key, str(user_id).encode())
+            if login_key is not None:
+                await self.memcached.set(login_key, orjson.dumps(record))
+        except STORE_ERRORS as exc:
+            log.warning("could not warm memcached for %s: %r", username, exc)
 
     async def _username_taken(self, username: str) -> bool:
         return await self.users.find_one({"username": username}, {"_id": 1}) is not None

@@ -7,7 +7,12 @@ from typing import Annotated
 import typer
 
 from socialbench import registry
+from socialbench.deploy import commands as deploy_commands
 from socialbench.stack import commands as stack_commands
+from socialbench.workloads import ramp_command
+from socialbench.workloads.demo import demo
+from socialbench.workloads.driver.cli import load
+from socialbench.workloads.locust_command import locust
 from socialbench.workloads.seed_command import seed_command
 
 app = typer.Typer(
@@ -52,6 +57,15 @@ app.command()(stack_commands.down)
 app.command()(stack_commands.status)
 app.command()(stack_commands.logs)
 app.command("seed")(seed_command)
+
+
+app.command()(load)
+app.command()(ramp_command.ramp)
+app.command()(ramp_command.report)
+app.command()(ramp_command.compare)
+app.command()(demo)
+app.command()(locust)
+app.command()(deploy_commands.merge)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,28 @@
-"""Real store servers for the tests: started once per session on free ports, torn down after."""
+"""Real servers for the tests, on free ports, torn down after: the stores, and the whole stack
+(started by ``socialbench up``, stopped by ``socialbench down``) shared by every test needing it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from socialbench import registry
+from socialbench.stack import launcher
 from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
     free_port,
+    free_ports,
     memcached_command,
     mongodb_command,
+    port_open,
     redis_command,
 )
+from tests.support import socialbench
 
 
 def _run(command: ServerCommand, log_dir: Path) -> Iterator[ServerCommand]:
@@ -67,3 +75,49 @@ def store_env(
     get_settings.cache_clear()
     yield env
     get_settings.cache_clear()
+
+
+# ---------------------------------------------------------------- the whole stack
+
+
+def _free_service_offset() -> int:
+    for offset in range(20000, 40000, 100):
+        if not any(port_open("127.0.0.1", s.port + offset) for s in registry.SERVICES):
+            return offset
+    raise RuntimeError("no free range of service ports")
+
+
+@pytest.fixture(scope="session")
+def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Data directory of a running stack; everything it started is gone after the session."""
+    data_dir = tmp_path_factory.mktemp("stack")
+    port, media, redis, memcached, mongodb = free_ports(5)
+    up = socialbench(
+        "up", "--data-dir", str(data_dir), "--port", str(port),
+        "--media-port", str(media), "--redis-port", str(redis),
+        "--memcached-port", str(memcached), "--mongodb-port", str(mongodb),
+        "--service-port-offset", str(_free_service_offset()), "--nginx-workers", "1",
+    )
+    if up.returncode != 0:
+        logs = "\n".join(f"== {p.name}\n{p.read_text()[-1500:]}"
+                         for p in sorted((data_dir / "logs").glob("*.log")))
+        socialbench("down", "--data-dir", str(data_dir))
+        pytest.fail(f"socialbench up failed:\n{up.stdout}\n{up.stderr}\n{logs}")
+    yield data_dir
+    state = json.loads((data_dir / launcher.STATE_FILE).read_text())
+    down = socialbench("down", "--data-dir", str(data_dir))
+    assert down.returncode == 0, down.stderr
+    left = [c["name"] for c in state["components"] if launcher.pid_alive(c["pid"])]
+    assert not left, f"processes left running after down: {left}"
+
+
+@pytest.fixture(scope="session")
+def base_url(stack_dir: Path) -> str:
+    state = json.loads((stack_dir / launcher.STATE_FILE).read_text())
+    return str(state["url"])
+
+
+@pytest.fixture
+def client(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=30, follow_redirects=False) as http:
+        yield http

@@ -1,1 +1,1 @@
-"""workloads"""
+"""What the suite sends (workloads) and the tools that send it."""

@@ -143,8 +143,3 @@ def _add_error_handlers(app: FastAPI) -> None:
         @app.exception_handler(store_error)
         async def on_store_error(request: Request, exc: Exception) -> Response:
             return _error_response(request, StoreError(f"{type(exc).__name__}: {exc}"))
-
-    @app.exception_handler(OSError)
-    async def on_os_error(request: Request, exc: OSError) -> Response:
-        # aiomcache surfaces a dead memcached as a plain OSError.
-        return _error_response(request, StoreError(f"{type(exc).__name__}: {exc}"))

@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     redis_pool_size: int = 64
     memcached_address: str = "127.0.0.1:11211"
     memcached_pool_size: int = 32
+    # How long a request waits for a free store connection before a StoreError.
+    store_wait_timeout_s: float = 10.0
 
     neighbour_host: str = "127.0.0.1"
     rpc_pool_size: int = 256

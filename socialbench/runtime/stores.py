@@ -30,6 +30,7 @@ STORE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisError,
     PyMongoError,
     aiomcache.exceptions.ClientException,
+    OSError,  # aiomcache surfaces a dead memcached as a plain OSError
 )
 
 # What memcached accepts as a key: 1-250 bytes, no whitespace or control characters.
@@ -63,12 +64,20 @@ class Stores:
         stores = cls()
         if Store.MONGODB in needed:
             stores.mongodb = AsyncMongoClient(
-                settings.mongodb_url, maxPoolSize=settings.mongodb_pool_size, tz_aware=False
+                settings.mongodb_url,
+                maxPoolSize=settings.mongodb_pool_size,
+                waitQueueTimeoutMS=int(settings.store_wait_timeout_s * 1000),
+                tz_aware=False,
             )
         if Store.REDIS in needed:
-            stores.redis = aioredis.Redis.from_url(
-                settings.redis_url, max_connections=settings.redis_pool_size
+            # A blocking pool: a burst beyond the pool waits for a connection instead of
+            # failing with "Too many connections" (redis-py's default pool).
+            pool = aioredis.BlockingConnectionPool.from_url(
+                settings.redis_url,
+                max_connections=settings.redis_pool_size,
+                timeout=settings.store_wait_timeout_s,
             )
+            stores.redis = aioredis.Redis.from_pool(pool)
         if Store.MEMCACHED in needed:
             host, port = settings.memcached_host_port
             stores.memcached = aiomcache.Client(host, port, pool_size=settings.memcached_pool_size)

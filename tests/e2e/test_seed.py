@@ -6,8 +6,7 @@ import httpx
 import pytest
 
 from socialbench.workloads import graph
-
-from .conftest import socialbench
+from tests.support import socialbench
 
 pytestmark = pytest.mark.e2e
 

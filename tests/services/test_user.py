@@ -146,7 +146,7 @@ async def test_get_user_id_reads_memcached_then_mongodb(user: Harness) -> None:
     fields = new_user()
     await user.client.post("/register_user", json=fields)
     key = f"{fields['username']}:user_id".encode()
-    assert await user.memcached.get(key) is None
+    await user.memcached.delete(key)  # a cold cache: the id comes from MongoDB
 
     found = await user.client.post("/get_user_id", json={"username": fields["username"]})
     assert found.json() == {"user_id": fields["user_id"]}
@@ -234,3 +234,18 @@ async def test_sign_up_with_a_taken_username_is_409(user: Harness) -> None:
     response = await user.client.post("/api/user/register", data=fields)
     assert response.status_code == 409
     assert response.text.endswith(f"Username {fields['username']} already existed\n")
+
+
+async def test_registration_warms_memcached_for_mentions_and_login(user: Harness) -> None:
+    fields = new_user()
+    response = await user.client.post("/register_user", json=fields)
+    assert response.status_code == 200, response.text
+    name = fields["username"]
+    assert await user.memcached.get(f"{name}:user_id".encode()) == str(fields["user_id"]).encode()
+    # With MongoDB's copy gone, login and id lookups are served from the warmed cache.
+    await user.users.delete_one({"username": name})
+    login = await user.client.post("/login", json={"username": name,
+                                                   "password": fields["password"]})
+    assert login.status_code == 200, login.text
+    looked_up = await user.client.post("/get_user_id", json={"username": name})
+    assert looked_up.json() == {"user_id": fields["user_id"]}

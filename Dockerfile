@@ -1,0 +1,54 @@
+# syntax=docker/dockerfile:1
+# One image for every socialbench service, the seed job, the driver and Locust:
+#   docker run IMAGE serve compose-post --host 0.0.0.0 --port 9011 --workers 2
+#   docker run IMAGE load http://nginx:8080 --rate 1000 --duration 60s
+# Multi-arch (linux/amd64, linux/arm64): `docker buildx bake` (docker-bake.hcl).
+ARG PYTHON_VERSION=3.12
+
+# ---- build: a venv with the project and its dependencies ----------------------
+FROM python:${PYTHON_VERSION}-slim-bookworm AS build
+# Every dependency has wheels for both architectures except hdrhistogram, which
+# ships only a source archive with a small C extension: it needs a compiler here,
+# and only here.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:$PATH
+RUN python -m venv /opt/venv
+WORKDIR /src
+# The dependencies first, in their own layer: editing the code does not reinstall them.
+COPY pyproject.toml ./
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+      > requirements.txt \
+ && pip install -r requirements.txt
+# socialbench/{services,workloads,gateway} are symlinks to these top-level folders.
+COPY README.md ./
+COPY socialbench socialbench
+COPY services services
+COPY workloads workloads
+COPY gateway gateway
+RUN pip install --no-cache-dir --no-deps . \
+ && pip check
+
+# ---- runtime: no compiler, not root -----------------------------------------
+FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
+ARG PYTHON_VERSION
+LABEL org.opencontainers.image.title="socialbench" \
+      org.opencontainers.image.description="The DeathStarBench social network in Python, and the tools to measure it" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 socialbench \
+ && useradd --system --uid 10001 --gid socialbench --create-home --home-dir /home/socialbench socialbench
+COPY --from=build /opt/venv /opt/venv
+# A fixed path to the installed package: nginx's pages (gateway/pages) and the locustfile.
+RUN ln -s /opt/venv/lib/python${PYTHON_VERSION}/site-packages/socialbench /opt/socialbench \
+ && test -f /opt/socialbench/gateway/pages/index.html
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    MPLCONFIGDIR=/tmp/matplotlib
+USER 10001:10001
+WORKDIR /home/socialbench
+EXPOSE 9001-9011
+ENTRYPOINT ["socialbench"]
+CMD ["--help"]

@@ -1,0 +1,247 @@
+"""How fast is the driver? Against nginx ``return 200`` on loopback, beside vegeta and wrk.
+
+    .venv/bin/python bench/driver.py [--duration 10] [--processes 1 2] [--rates 20000 40000]
+
+For each driver process count, finds the highest rate at which the driver holds
+achieved >= 99% of offered and send-lag p99 <= 1 ms (steps up, then bisects), then runs
+vegeta (open loop, ~/go/bin/vegeta) at the same rate and wrk (closed loop: its ceiling)
+with as many threads. ``--pin`` puts a single driver process (and the tools compared
+beside it) on the first CPU and nginx on the last.
+Prints a table with the load average seen, and writes it to
+``results/bench-driver-<time>.json``. Not a test: numbers depend on the machine and on
+what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from socialbench.stack.servers import ServerCommand, ServerProcess, find_binary, free_port
+from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult, run_load
+
+NGINX_CONF = """
+daemon off;
+worker_processes {workers};
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    keepalive_requests 100000000;
+    keepalive_timeout 300s;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{ return 200 "ok"; }}
+    }}
+}}
+"""
+
+
+@dataclass
+class Row:
+    tool: str
+    processes: int
+    offered_rps: float | None
+    achieved_rps: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    send_lag_p99_ms: float | None
+    cpu_percent: float | None
+    ok: bool
+    note: str = ""
+
+
+def start_nginx(workdir: Path, workers: int, cpus: set[int] | None) -> tuple[ServerProcess, str]:
+    port = free_port()
+    conf = workdir / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(workers=workers, dir=workdir, port=port))
+    nginx = find_binary("nginx")
+    pin = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+    command = ServerCommand("nginx", [*pin, nginx, "-p", str(workdir), "-c", str(conf), "-e",
+                                      str(workdir / "error.log")], "127.0.0.1", port)
+    server = ServerProcess(command, workdir / "nginx.out")
+    server.wait_ready()
+    return server, f"http://127.0.0.1:{port}/"
+
+
+def drive(url: str, rate: float, processes: int, args: argparse.Namespace) -> LoadResult:
+    config = LoadConfig(
+        url=url, rate=rate, duration_s=args.duration, warmup_s=args.warmup, workload="url",
+        distribution=Distribution(args.distribution), processes=processes,
+        connections=args.connections, seed=1,
+    )
+    return run_load(config)
+
+
+def holds(result: LoadResult) -> bool:
+    """The driver kept its schedule: achieved >= 99% of offered, send-lag p99 <= 1 ms."""
+    return (
+        result.achieved_rps >= 0.99 * result.scheduled_rps
+        and result.send_lag.percentiles_us["99"] <= 1000
+        and result.errors.total == 0
+    )
+
+
+def row_of(result: LoadResult, processes: int) -> Row:
+    window = result.config.warmup_s + result.window_s
+    return Row(
+        tool="socialbench", processes=processes, offered_rps=result.offered_rps,
+        achieved_rps=round(result.achieved_rps, 1), p50_ms=result.latency.p50_ms,
+        p99_ms=result.latency.p99_ms, max_ms=result.latency.max_ms,
+        send_lag_p99_ms=result.send_lag.percentiles_us["99"] / 1000,
+        cpu_percent=round(100 * result.driver_cpu_s / window / processes, 1),
+        ok=holds(result),
+    )
+
+
+def highest_rate(url: str, processes: int, args: argparse.Namespace) -> list[Row]:
+    """Rows of every run; the highest passing rate is the last row with ok=True."""
+    rows: list[Row] = []
+    rates = [float(r) for r in args.rates] if args.rates else None
+    passed, failed = 0.0, None
+    candidates = iter(rates or [args.start * processes + args.step * processes * i
+                                for i in range(100)])
+    for rate in candidates:
+        row = row_of(drive(url, rate, processes, args), processes)
+        rows.append(row)
+        print(f"  {processes}P {rate:>9,.0f} req/s: {row}", flush=True)
+        if not row.ok:
+            failed = rate
+            break
+        passed = rate
+    if rates is None and failed is not None:
+        while failed - passed > args.resolution:
+            rate = (passed + failed) / 2
+            row = row_of(drive(url, rate, processes, args), processes)
+            rows.append(row)
+            print(f"  {processes}P {rate:>9,.0f} req/s: {row}", flush=True)
+            passed, failed = (rate, failed) if row.ok else (passed, rate)
+    return rows
+
+
+def pinned(argv: list[str]) -> list[str]:
+    """``argv`` run on the CPUs this process may use (the driver's, when pinned)."""
+    cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    return ["taskset", "-c", cpus, *argv]
+
+
+def run_vegeta(url: str, rate: float, args: argparse.Namespace) -> Row | None:
+    vegeta = shutil.which("vegeta", path=f"{os.environ.get('PATH', '')}:{Path.home()}/go/bin")
+    if vegeta is None:
+        return None
+    attack = subprocess.run(
+        pinned([vegeta, "attack", f"-rate={int(rate)}/s", f"-duration={int(args.duration)}s",
+         f"-connections={args.connections}", "-keepalive=true", "-max-workers=10000"]),
+        input=f"GET {url}\n".encode(), capture_output=True, check=True,
+    )
+    report = subprocess.run([vegeta, "report", "-type=json"], input=attack.stdout,
+                            capture_output=True, check=True)
+    data = json.loads(report.stdout)
+    latencies = data["latencies"]
+    return Row(
+        tool="vegeta", processes=1, offered_rps=rate, achieved_rps=round(data["throughput"], 1),
+        p50_ms=latencies["50th"] / 1e6, p99_ms=latencies["99th"] / 1e6,
+        max_ms=latencies["max"] / 1e6, send_lag_p99_ms=None, cpu_percent=None,
+        ok=data["throughput"] >= 0.99 * rate, note="latency from actual send",
+    )
+
+
+def run_wrk(url: str, threads: int, args: argparse.Namespace) -> Row:
+    """wrk, closed loop: its ceiling with the same connections (no rate to hold)."""
+    out = subprocess.run(
+        pinned(["wrk", f"-t{threads}", f"-c{args.connections}", f"-d{int(args.duration)}s",
+                "--latency", url]), capture_output=True, text=True, check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _wrk_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _wrk_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    return Row(tool="wrk (closed loop)", processes=threads, offered_rps=None,
+               achieved_rps=rps, p50_ms=p50, p99_ms=p99, max_ms=float("nan"),
+               send_lag_p99_ms=None, cpu_percent=None, ok=True, note="ceiling, not a rate")
+
+
+def _wrk_ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--connections", type=int, default=128)
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rates", nargs="+", help="Exact rates to try (no search).")
+    parser.add_argument("--start", type=float, default=30_000, help="First rate per process.")
+    parser.add_argument("--step", type=float, default=10_000, help="Step per process.")
+    parser.add_argument("--resolution", type=float, default=2_500)
+    parser.add_argument("--distribution", default="exp", choices=["exp", "constant"])
+    parser.add_argument("--nginx-workers", type=int, default=1)
+    parser.add_argument("--pin", action="store_true",
+                        help="Pin a single driver process (and the tools) to CPU 0, nginx to 1 "
+                             "(on a quiet machine only: pinned, the driver cannot flee others).")
+    args = parser.parse_args()
+    all_cpus = os.sched_getaffinity(0)
+    pin = args.pin and len(all_cpus) >= 2
+    nginx_cpus = {max(all_cpus)} if pin else None
+
+    load_start = os.getloadavg()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-driver-") as tmp:
+        nginx, url = start_nginx(Path(tmp), args.nginx_workers, nginx_cpus)
+        try:
+            for processes in args.processes:
+                # One driver process on its own CPU, nginx on another; more share them all.
+                os.sched_setaffinity(0, {min(all_cpus)} if pin and processes == 1 else all_cpus)
+                found = highest_rate(url, processes, args)
+                rows += found
+                best = max((r for r in found if r.ok), key=lambda r: r.offered_rps or 0,
+                           default=None)
+                if best is not None and best.offered_rps:
+                    vegeta = run_vegeta(url, best.offered_rps, args)
+                    if vegeta is not None:
+                        rows.append(vegeta)
+                rows.append(run_wrk(url, processes, args))
+        finally:
+            os.sched_setaffinity(0, all_cpus)
+            nginx.stop()
+    load_end = os.getloadavg()
+
+    print(f"\nload average at start {load_start}, at end {load_end}, {os.cpu_count()} CPUs"
+          + (f"; 1-process runs pinned to CPU {min(all_cpus)}, nginx to {max(all_cpus)}"
+             if pin else ""))
+    print("| tool | P | offered | achieved | p50 ms | p99 ms | max ms | lag p99 ms | CPU %/proc |"
+          " holds |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        offered = f"{r.offered_rps:,.0f}" if r.offered_rps else "-"
+        lag = f"{r.send_lag_p99_ms:.3f}" if r.send_lag_p99_ms is not None else "-"
+        cpu = f"{r.cpu_percent:.0f}" if r.cpu_percent is not None else "-"
+        print(f"| {r.tool} | {r.processes} | {offered} | {r.achieved_rps:,.0f} | {r.p50_ms:.2f} |"
+              f" {r.p99_ms:.2f} | {r.max_ms:.2f} | {lag} | {cpu} | {'yes' if r.ok else 'no'} |")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(__file__).parents[1] / "results" / f"bench-driver-{stamp}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"load_start": load_start, "load_end": load_end, "pinned": pin,
+                               "args": vars(args), "rows": [asdict(r) for r in rows]}, indent=2))
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

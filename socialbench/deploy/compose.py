@@ -1,0 +1,158 @@
+"""``compose/docker-compose.yml`` and ``compose/services.env``, generated from the registry.
+
+Every service runs from the one socialbench image under its registry name and port,
+after its stores and the neighbours it calls are healthy (the local launcher's order);
+nginx starts after every service, the seed job after nginx. The driver (profile
+``load``) and Jaeger (profile ``tracing``) start only when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from socialbench import registry
+from socialbench.deploy import stack
+from socialbench.deploy.yamltext import Inline, dump
+
+COMPOSE_FILE = "docker-compose.yml"
+ENV_FILE = "services.env"
+NGINX_FILE = "nginx.conf"
+
+IMAGE = "${SOCIALBENCH_IMAGE:-socialbench:dev}"
+BUILD = {"context": "..", "dockerfile": "Dockerfile", "target": "runtime"}
+HEALTH_TIMING = {"interval": "5s", "timeout": "3s", "retries": 30, "start_period": "10s"}
+HEADER = """\
+Generated from socialbench/registry.py by `python -m socialbench.deploy generate`:
+edit the registry or socialbench/deploy/compose.py, not this file (tests compare them).
+
+    docker compose -f compose/docker-compose.yml up -d       # build, start, seed
+    docker compose -f compose/docker-compose.yml --profile load run --rm driver
+See docs/deploy.md for the variables (SOCIALBENCH_WORKERS, SOCIALBENCH_LOAD_RATE, ...).
+"""
+ENV_HEADER = """\
+Environment of every service container (the local launcher's names).
+Generated from socialbench/registry.py by `python -m socialbench.deploy generate`."""
+
+
+def _healthy(*names: str) -> dict[str, dict[str, str]]:
+    return {name: {"condition": "service_healthy"} for name in names}
+
+
+def _socialbench(command: list[str], **extra: Any) -> dict[str, Any]:
+    return {"image": IMAGE, "build": dict(BUILD), "command": Inline(command), **extra}
+
+
+def _store(store: stack.StoreDeployment) -> dict[str, Any]:
+    service: dict[str, Any] = {
+        "image": store.image,
+        "command": Inline(store.command),
+        "healthcheck": {"test": Inline(["CMD", *store.healthcheck]), **HEALTH_TIMING},
+        "restart": "unless-stopped",
+    }
+    if store.data_dir:
+        service["volumes"] = [f"{store.name}-data:{store.data_dir}"]
+    return service
+
+
+def _dependencies(spec: registry.ServiceSpec) -> list[str]:
+    """Stores, then the neighbours the launcher starts first (user <-> social-graph is a cycle)."""
+    started_before = [s.name for s in registry.start_order()]
+    earlier = started_before[: started_before.index(spec.name)]
+    return [store.value for store in spec.stores] + [n for n in spec.neighbours if n in earlier]
+
+
+def _service(spec: registry.ServiceSpec) -> dict[str, Any]:
+    service = _socialbench(
+        stack.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
+        env_file=[ENV_FILE],
+        healthcheck={"test": Inline(["CMD", *stack.http_healthcheck(spec.port)]),
+                     **HEALTH_TIMING},
+        restart="unless-stopped",
+    )
+    if dependencies := _dependencies(spec):
+        service["depends_on"] = _healthy(*dependencies)
+    return service
+
+
+def _gateway() -> dict[str, Any]:
+    return {
+        "image": stack.GATEWAY_IMAGE,
+        "ports": [f"${{SOCIALBENCH_GATEWAY_PORT:-{stack.GATEWAY_PORT}}}:{stack.GATEWAY_PORT}",
+                  f"${{SOCIALBENCH_MEDIA_PORT:-{stack.MEDIA_PORT}}}:{stack.MEDIA_PORT}"],
+        "volumes": [f"./{NGINX_FILE}:/etc/nginx/nginx.conf:ro",
+                    f"../gateway/pages:{stack.PAGES_DIR}:ro"],
+        "healthcheck": {
+            "test": Inline(["CMD", "wget", "-q", "-O", "/dev/null",
+                            f"http://127.0.0.1:{stack.GATEWAY_PORT}/healthz"]),
+            **HEALTH_TIMING,
+        },
+        "depends_on": _healthy(*(spec.name for spec in registry.SERVICES)),
+        "restart": "unless-stopped",
+    }
+
+
+def _seed() -> dict[str, Any]:
+    return _socialbench(
+        ["seed", "--url", stack.GATEWAY_URL, "--graph", "${SOCIALBENCH_SEED_GRAPH:-synthetic}"],
+        depends_on=_healthy(stack.GATEWAY_HOST),
+        restart="no",
+    )
+
+
+def _driver() -> dict[str, Any]:
+    return _socialbench(
+        ["load", stack.GATEWAY_URL,
+         "--workload", "${SOCIALBENCH_LOAD_WORKLOAD:-mixed}",
+         "--rate", "${SOCIALBENCH_LOAD_RATE:-500}",
+         "--duration", "${SOCIALBENCH_LOAD_DURATION:-60s}",
+         "--warmup", "${SOCIALBENCH_LOAD_WARMUP:-10s}",
+         "--json", "/results/compose-load.json"],
+        profiles=["load"],
+        # Results land in the checkout's results/, written as the caller's user.
+        user="${SOCIALBENCH_UID:-10001}:${SOCIALBENCH_GID:-10001}",
+        volumes=["../results:/results"],
+        depends_on={stack.GATEWAY_HOST: {"condition": "service_healthy"},
+                    "seed": {"condition": "service_completed_successfully"}},
+    )
+
+
+def _jaeger() -> dict[str, Any]:
+    return {
+        "image": stack.JAEGER_IMAGE,
+        "profiles": ["tracing"],
+        "environment": {"COLLECTOR_OTLP_ENABLED": "true"},
+        "ports": ["16686:16686"],
+    }
+
+
+def compose_file() -> dict[str, Any]:
+    """The compose file as data."""
+    services: dict[str, Any] = {store.name: _store(store) for store in stack.STORES}
+    services.update({spec.name: _service(spec) for spec in registry.start_order()})
+    services[stack.GATEWAY_HOST] = _gateway()
+    services["seed"] = _seed()
+    services["driver"] = _driver()
+    services["jaeger"] = _jaeger()
+    volumes: dict[str, dict[str, str]] = {
+        f"{store.name}-data": {} for store in stack.STORES if store.data_dir
+    }
+    return {"services": services, "volumes": volumes}
+
+
+def render_compose() -> str:
+    return dump(compose_file(), HEADER)
+
+
+def render_env() -> str:
+    lines = [f"# {line}" for line in ENV_HEADER.splitlines()]
+    lines += [f"{name}={value}" for name, value in stack.service_env().items()]
+    return "\n".join(lines) + "\n"
+
+
+def files() -> dict[str, str]:
+    """Every generated file of ``compose/``: name -> text."""
+    return {
+        COMPOSE_FILE: render_compose(),
+        ENV_FILE: render_env(),
+        NGINX_FILE: stack.render_gateway(),
+    }

@@ -1,0 +1,57 @@
+"""The chart's generated files: ``files/registry.yaml`` and ``files/nginx.conf``.
+
+The chart's templates read the services, ports, neighbours and environment names from
+``files/registry.yaml`` (never from a list of their own), and the nginx ConfigMap from
+``files/nginx.conf``, rendered from the same template as local mode and compose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from socialbench import registry
+from socialbench.deploy import stack
+from socialbench.deploy.yamltext import Inline, dump
+
+REGISTRY_FILE = "files/registry.yaml"
+NGINX_FILE = "files/nginx.conf"
+HEADER = """\
+Generated from socialbench/registry.py by `python -m socialbench.deploy generate`;
+do not edit (tests compare them). The templates read services and stores from here."""
+
+
+def registry_data() -> dict[str, Any]:
+    """What the templates need to know about every service and store."""
+    return {
+        "gateway": {"host": stack.GATEWAY_HOST, "port": stack.GATEWAY_PORT,
+                    "mediaPort": stack.MEDIA_PORT},
+        "services": [
+            {
+                "name": spec.name,
+                "port": spec.port,
+                "urlEnv": spec.url_env,
+                "stores": Inline(store.value for store in spec.stores),
+                "neighbours": Inline(spec.neighbours),
+            }
+            for spec in registry.SERVICES
+        ],
+        "stores": {
+            store.name: {
+                "port": store.port,
+                "env": store.env_name,
+                "address": store.address,
+                "command": Inline(store.command),
+                "healthcheck": Inline(store.healthcheck),
+                "dataDir": store.data_dir or "",
+            }
+            for store in stack.STORES
+        },
+    }
+
+
+def files() -> dict[str, str]:
+    """Every generated file of the chart: path inside the chart -> text."""
+    return {
+        REGISTRY_FILE: dump(registry_data(), HEADER),
+        NGINX_FILE: stack.render_gateway(),
+    }

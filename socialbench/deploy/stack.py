@@ -1,0 +1,167 @@
+"""The containerised stack as data: store images, environment, gateway configuration.
+
+Compose and helm both deploy each service under its registry name (the host name
+neighbours use) on its registry port, and the stores as ``mongodb``, ``redis`` and
+``memcached``; this module says so once, and :mod:`socialbench.deploy.compose` and
+:mod:`socialbench.deploy.helm` write it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from socialbench import registry
+from socialbench.gateway import nginx
+from socialbench.registry import Store
+from socialbench.runtime.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_DIR = REPO_ROOT / "compose"
+CHART_DIR = REPO_ROOT / "helm" / "socialnetwork"
+
+GATEWAY_HOST = "nginx"
+GATEWAY_PORT = 8080
+MEDIA_PORT = 8081
+GATEWAY_URL = f"http://{GATEWAY_HOST}:{GATEWAY_PORT}"
+# Where the official nginx image serves static files from; the pages are mounted there.
+PAGES_DIR = Path("/usr/share/nginx/html")
+# Where the socialbench image links its installed package (pages, locustfile).
+IMAGE_PACKAGE_DIR = "/opt/socialbench"
+SERVICE_WORKERS = 1
+
+JAEGER_IMAGE = "jaegertracing/all-in-one:1.62.0"
+
+
+@dataclass(frozen=True)
+class StoreDeployment:
+    """One store server in a container: its pinned official image and how it is told to run."""
+
+    store: Store
+    image: str
+    port: int
+    command: tuple[str, ...]
+    healthcheck: tuple[str, ...]
+    # The settings field that points services at it, e.g. ``mongodb_url``.
+    setting: str
+    data_dir: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.store.value
+
+    @property
+    def env_name(self) -> str:
+        return setting_env(self.setting)
+
+    @property
+    def address(self) -> str:
+        """The value of its environment variable inside the stack's network."""
+        if self.store is Store.MONGODB:
+            return f"mongodb://{self.name}:{self.port}"
+        if self.store is Store.REDIS:
+            return f"redis://{self.name}:{self.port}/0"
+        return f"{self.name}:{self.port}"
+
+
+# Same server flags as the local launcher's (socialbench.stack.servers).
+STORES: tuple[StoreDeployment, ...] = (
+    StoreDeployment(
+        Store.MONGODB,
+        image="mongo:7.0.16",
+        port=27017,
+        command=("mongod", "--bind_ip_all", "--quiet"),
+        # mongosh costs a second of CPU a run: too much every few seconds beside a benchmark.
+        healthcheck=("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/27017"),
+        setting="mongodb_url",
+        data_dir="/data/db",
+    ),
+    StoreDeployment(
+        Store.REDIS,
+        image="redis:7.4.2",
+        port=6379,
+        command=("redis-server", "--save", "", "--appendonly", "no",
+                 "--protected-mode", "no", "--maxclients", "10000"),
+        healthcheck=("redis-cli", "ping"),
+        setting="redis_url",
+    ),
+    StoreDeployment(
+        Store.MEMCACHED,
+        image="memcached:1.6.38",
+        port=11211,
+        command=("memcached", "-U", "0", "-m", "1024", "-t", "4", "-c", "4096"),
+        # The Debian-based image has bash but no nc: a `stats` over /dev/tcp.
+        healthcheck=("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/11211 && "
+                     "printf 'stats\\r\\nquit\\r\\n' >&3 && grep -q uptime <&3"),
+        setting="memcached_address",
+    ),
+)
+STORE_BY_NAME = {store.name: store for store in STORES}
+
+GATEWAY_IMAGE = "nginx:1.28.0-alpine"
+
+# Pinned third-party images; compose and the chart's values must use exactly these.
+PINNED_IMAGES: dict[str, str] = {
+    **{store.name: store.image for store in STORES},
+    "nginx": GATEWAY_IMAGE,
+    "jaeger": JAEGER_IMAGE,
+}
+
+
+def setting_env(field: str) -> str:
+    """The environment variable of settings field ``field``, e.g. ``SOCIALBENCH_REDIS_URL``."""
+    if field not in Settings.model_fields:
+        raise KeyError(f"no settings field {field!r}")
+    return registry.ENV_PREFIX + field.upper()
+
+
+def service_url(spec: registry.ServiceSpec) -> str:
+    """Where neighbours reach ``spec`` inside the stack's network."""
+    return f"http://{spec.name}:{spec.port}"
+
+
+def service_env() -> dict[str, str]:
+    """Environment every service container gets: its stores and its neighbours.
+
+    The names are the local launcher's (``StackConfig.service_env``) except
+    ``SOCIALBENCH_NEIGHBOUR_HOST``, the fallback for a stack on one host: here every
+    neighbour has its own URL.
+    """
+    env = {store.env_name: store.address for store in STORES}
+    env.update({spec.url_env: service_url(spec) for spec in registry.SERVICES})
+    return env
+
+
+def service_command(spec: registry.ServiceSpec, workers: int | str = SERVICE_WORKERS) -> list[str]:
+    """Arguments of the socialbench image that run service ``spec``."""
+    return ["serve", spec.name, "--host", "0.0.0.0", "--port", str(spec.port),
+            "--workers", str(workers)]
+
+
+def http_healthcheck(port: int, path: str = "/healthz") -> list[str]:
+    """Exit 0 when ``GET path`` on the local ``port`` answers 200.
+
+    A bash, not a Python start: compose runs it every few seconds in every container, and
+    a Python start costs about 0.1 s of CPU.
+    """
+    script = (f"exec 3<>/dev/tcp/127.0.0.1/{port} && "
+              f"printf 'GET {path} HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' >&3 && "
+              "head -n 1 <&3 | grep -q ' 200 '")
+    return ["bash", "-c", script]
+
+
+def gateway_config() -> nginx.GatewayConfig:
+    """The front end of compose and helm: every service by name, pages from the nginx image."""
+    return nginx.GatewayConfig(
+        service_addresses={spec.name: [f"{spec.name}:{spec.port}"] for spec in registry.SERVICES},
+        listen_host="0.0.0.0",
+        port=GATEWAY_PORT,
+        media_port=MEDIA_PORT,
+        pages_dir=PAGES_DIR,
+        run_as_root=False,
+    )
+
+
+def render_gateway() -> str:
+    """nginx.conf for compose and helm (the same text for both)."""
+    return nginx.render(gateway_config())

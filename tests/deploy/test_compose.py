@@ -1,0 +1,108 @@
+"""compose/ against the registry, and Debian's docker-compose on the file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from socialbench import registry
+from socialbench.deploy import compose, stack
+from socialbench.stack.launcher import StackConfig
+
+COMPOSE_FILE = stack.COMPOSE_DIR / compose.COMPOSE_FILE
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text())
+    return dict(data["services"])
+
+
+def env_file() -> dict[str, str]:
+    lines = (stack.COMPOSE_DIR / compose.ENV_FILE).read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_docker_compose_accepts_the_file() -> None:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("docker-compose is not installed (scripts/setup.sh installs Debian's)")
+    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config", "-q"],
+                         capture_output=True, text=True, check=False, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # The resolved file: the environment file is read, variables get their defaults.
+    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    resolved = yaml.safe_load(out.stdout)["services"]
+    post_storage = registry.get("post-storage")
+    env = resolved["compose-post"]["environment"]
+    assert env[post_storage.url_env] == stack.service_url(post_storage)
+    assert resolved["compose-post"]["image"] == "socialbench:dev"
+    assert resolved["compose-post"]["command"][-1] == "1"
+
+
+def test_every_service_runs_from_the_image_on_its_registry_port(services: dict[str, Any]) -> None:
+    for spec in registry.SERVICES:
+        service = services[spec.name]
+        command = service["command"]
+        assert command[:2] == ["serve", spec.name]
+        assert command[command.index("--port") + 1] == str(spec.port)
+        assert service["env_file"] == [compose.ENV_FILE]
+        assert str(spec.port) in " ".join(service["healthcheck"]["test"])
+        assert service["image"] == compose.IMAGE
+
+
+def test_services_get_the_launchers_environment_names(services: dict[str, Any]) -> None:
+    launcher_names = set(StackConfig().service_env()) - {"SOCIALBENCH_NEIGHBOUR_HOST"}
+    env = env_file()
+    assert set(env) == launcher_names
+    for value in env.values():
+        host = re.sub(r"^\w+://", "", value).split(":")[0]
+        assert host in services, f"{value} names no compose service"
+
+
+def test_start_order_follows_stores_and_neighbours(services: dict[str, Any]) -> None:
+    for spec in registry.SERVICES:
+        depends_on = services[spec.name].get("depends_on", {})
+        assert {store.value for store in spec.stores} <= set(depends_on)
+        assert all(dep in services for dep in depends_on)
+        assert all(c == {"condition": "service_healthy"} for c in depends_on.values())
+    nginx = services[stack.GATEWAY_HOST]["depends_on"]
+    assert set(nginx) == {spec.name for spec in registry.SERVICES}
+    assert services["seed"]["depends_on"] == {stack.GATEWAY_HOST: {"condition": "service_healthy"}}
+    assert services["driver"]["depends_on"]["seed"] == {
+        "condition": "service_completed_successfully"}
+
+
+def test_every_long_running_container_has_a_healthcheck(services: dict[str, Any]) -> None:
+    for name, service in services.items():
+        if name in ("seed", "driver", "jaeger"):
+            continue
+        assert service["healthcheck"]["test"][0] == "CMD", name
+
+
+def test_third_party_images_are_pinned_official_images(services: dict[str, Any]) -> None:
+    for name, image in stack.PINNED_IMAGES.items():
+        assert services[name]["image"] == image
+        assert re.fullmatch(r"[a-z/-]+:\d+\.\d+\.\d+(-alpine)?", image), image
+
+
+def test_optional_parts_are_under_profiles(services: dict[str, Any]) -> None:
+    assert services["driver"]["profiles"] == ["load"]
+    assert services["jaeger"]["profiles"] == ["tracing"]
+    assert services["driver"]["command"][:2] == ["load", stack.GATEWAY_URL]
+    assert "--json" in services["driver"]["command"]
+    assert services["seed"]["restart"] == "no"
+
+
+def test_nginx_serves_the_rendered_config_and_the_pages(services: dict[str, Any]) -> None:
+    volumes = services[stack.GATEWAY_HOST]["volumes"]
+    assert f"./{compose.NGINX_FILE}:/etc/nginx/nginx.conf:ro" in volumes
+    source = volumes[1].split(":")[0]
+    assert (stack.COMPOSE_DIR / source / "index.html").is_file()
+    assert (stack.COMPOSE_DIR / compose.NGINX_FILE).read_text() == stack.render_gateway()

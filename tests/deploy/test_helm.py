@@ -1,0 +1,221 @@
+"""The chart against the registry: `helm lint`, and the manifests of `helm template` parsed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from socialbench import registry
+from socialbench.deploy import stack
+from socialbench.stack.launcher import StackConfig
+
+Manifests = list[dict[str, Any]]
+Render = Callable[..., Manifests]
+ALL_ON = ("--set", "load.enabled=true", "--set", "locust.enabled=true")
+WORKLOADS = ("Deployment", "StatefulSet", "Job")
+
+
+def by_kind(manifests: Manifests, kind: str) -> dict[str, dict[str, Any]]:
+    return {m["metadata"]["name"]: m for m in manifests if m["kind"] == kind}
+
+
+def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = pod_spec(workload)
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in container.get("env", [])}
+
+
+def test_helm_lint_passes(helm: str) -> None:
+    for extra in ((), ALL_ON):
+        out = subprocess.run(
+            [helm, "lint", "--strict", str(stack.CHART_DIR), "--kube-version", "1.30.0", *extra],
+            capture_output=True, text=True, check=False, timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_registry_service_is_a_deployment_and_a_service(render: Render) -> None:
+    manifests = render()
+    deployments, services = by_kind(manifests, "Deployment"), by_kind(manifests, "Service")
+    for spec in registry.SERVICES:
+        container = pod_spec(deployments[spec.name])["containers"][0]
+        assert container["args"][:2] == ["serve", spec.name]
+        assert container["args"][container["args"].index("--port") + 1] == str(spec.port)
+        assert [p["containerPort"] for p in container["ports"]] == [spec.port]
+        assert [p["port"] for p in services[spec.name]["spec"]["ports"]] == [spec.port]
+        selector = services[spec.name]["spec"]["selector"]
+        labels = deployments[spec.name]["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= labels.items()
+
+
+def test_services_get_the_launchers_environment_names(render: Render) -> None:
+    launcher_names = set(StackConfig().service_env()) - {"SOCIALBENCH_NEIGHBOUR_HOST"}
+    deployments = by_kind(render(), "Deployment")
+    for spec in registry.SERVICES:
+        env = env_of(pod_spec(deployments[spec.name])["containers"][0])
+        assert set(env) == launcher_names, spec.name
+        assert env == stack.service_env()
+        for neighbour in map(registry.get, spec.neighbours):
+            assert env[neighbour.url_env] == stack.service_url(neighbour)
+
+
+@pytest.mark.parametrize("extra", [(), ALL_ON], ids=["default", "load-and-locust"])
+def test_every_workload_has_an_image_resources_and_probes(render: Render,
+                                                          extra: tuple[str, ...]) -> None:
+    manifests = render(*extra)
+    workloads = [m for m in manifests if m["kind"] in WORKLOADS]
+    assert workloads
+    for workload in workloads:
+        name = f"{workload['kind']}/{workload['metadata']['name']}"
+        for container in containers(workload):
+            assert re.fullmatch(r"[\w./-]+:[\w.-]+", container["image"]), name
+            assert container["resources"]["requests"], name
+            assert container["resources"]["limits"]["memory"], name
+        if workload["kind"] != "Job":  # long-running: probed
+            for container in pod_spec(workload)["containers"]:
+                assert "readinessProbe" in container, name
+                assert "livenessProbe" in container, name
+
+
+@pytest.mark.parametrize("extra", [(), ALL_ON], ids=["default", "load-and-locust"])
+def test_every_address_in_the_stack_is_a_service(render: Render, extra: tuple[str, ...]) -> None:
+    """Environment URLs, nginx upstreams and command-line URLs all name a Service and its port."""
+    manifests = render(*extra)
+    ports = {name: {p["port"] for p in svc["spec"]["ports"]}
+             for name, svc in by_kind(manifests, "Service").items()}
+    addresses: list[str] = []
+    for workload in (m for m in manifests if m["kind"] in WORKLOADS):
+        for container in containers(workload):
+            addresses += env_of(container).values()
+            addresses += [arg for arg in container.get("command", []) + container.get("args", [])
+                          if "://" in arg]
+    config = by_kind(manifests, "ConfigMap")["nginx-config"]["data"]["nginx.conf"]
+    addresses += [f"tcp://{server}" for server in re.findall(r"^\s*server (\S+);", config, re.M)]
+    assert len(addresses) > len(registry.SERVICES) * len(registry.SERVICES)
+    for address in addresses:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        assert parts.hostname in ports, address
+        assert parts.port in ports[parts.hostname], address
+
+
+def test_nginx_config_map_is_the_rendered_template(render: Render) -> None:
+    config_map = by_kind(render(), "ConfigMap")["nginx-config"]
+    assert config_map["data"]["nginx.conf"] == stack.render_gateway()
+    nginx = pod_spec(by_kind(render(), "Deployment")["nginx"])
+    assert nginx["containers"][0]["image"] == stack.GATEWAY_IMAGE
+    mounts = {m["mountPath"] for m in nginx["containers"][0]["volumeMounts"]}
+    assert {"/etc/nginx/nginx.conf", str(stack.PAGES_DIR)} <= mounts
+    # The pages come from the image, not from a git clone.
+    init = nginx["initContainers"][0]
+    assert "/opt/socialbench/gateway/pages" in " ".join(init["command"])
+    assert not re.search(r"\bgit\b", yaml.safe_dump(render(*ALL_ON)))
+
+
+def test_stores_are_statefulsets_on_pinned_images(render: Render) -> None:
+    statefulsets = by_kind(render(), "StatefulSet")
+    assert set(statefulsets) == {store.name for store in stack.STORES}
+    for store in stack.STORES:
+        container = pod_spec(statefulsets[store.name])["containers"][0]
+        assert container["image"] == store.image == stack.PINNED_IMAGES[store.name]
+        assert container["args"] == list(store.command)
+        assert container["readinessProbe"]["exec"]["command"] == list(store.healthcheck)
+
+
+def test_an_external_store_replaces_its_statefulset(render: Render) -> None:
+    url = "mongodb://mongo.example.net:27017"
+    manifests = render("--set", "stores.mongodb.enabled=false",
+                       "--set", f"stores.mongodb.external={url}")
+    assert "mongodb" not in by_kind(manifests, "StatefulSet")
+    assert "mongodb" not in by_kind(manifests, "Service")
+    for name in (spec.name for spec in registry.SERVICES):
+        env = env_of(pod_spec(by_kind(manifests, "Deployment")[name])["containers"][0])
+        assert env["SOCIALBENCH_MONGODB_URL"] == url
+
+
+def test_pinning_the_architecture_reaches_every_pod(render: Render) -> None:
+    manifests = render(*ALL_ON,
+                       "--set-string", r"scheduling.nodeSelector.kubernetes\.io/arch=arm64",
+                       "--set-string", r"services.text.nodeSelector.disktype=ssd")
+    workloads = [m for m in manifests if m["kind"] in WORKLOADS]
+    for workload in workloads:
+        selector = pod_spec(workload).get("nodeSelector", {})
+        assert selector.get("kubernetes.io/arch") == "arm64", workload["metadata"]["name"]
+    text = pod_spec(by_kind(manifests, "Deployment")["text"])
+    assert text["nodeSelector"] == {"kubernetes.io/arch": "arm64", "disktype": "ssd"}
+
+
+def test_per_service_values_override_the_defaults(render: Render) -> None:
+    manifests = render("--set", "services.compose-post.replicas=3",
+                       "--set", "services.compose-post.workers=4",
+                       "--set", "services.compose-post.resources.requests.cpu=2",
+                       "--set", "services.compose-post.env.SOCIALBENCH_RPC_POOL_SIZE=512")
+    deployment = by_kind(manifests, "Deployment")["compose-post"]
+    container = pod_spec(deployment)["containers"][0]
+    assert deployment["spec"]["replicas"] == 3
+    assert container["args"][-2:] == ["--workers", "4"]
+    assert container["resources"]["requests"] == {"cpu": 2, "memory": "256Mi"}
+    assert env_of(container)["SOCIALBENCH_RPC_POOL_SIZE"] == "512"
+    assert pod_spec(by_kind(manifests, "Deployment")["text"])["containers"][0]["args"][-1] == "1"
+
+
+def test_unknown_service_in_values_is_refused(helm: str) -> None:
+    out = subprocess.run(
+        [helm, "template", "sn", str(stack.CHART_DIR), "--kube-version", "1.30.0",
+         "--set", "services.compose-posts.replicas=2"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert out.returncode != 0
+    assert "services.compose-posts: no such service" in out.stderr
+
+
+def test_load_job_runs_n_indexed_drivers_at_r_over_n(render: Render) -> None:
+    manifests = render("--set", "load.enabled=true", "--set", "load.drivers=4",
+                       "--set", "load.rate=1000000", "--set", "load.run=r7")
+    jobs = by_kind(manifests, "Job")
+    drivers = jobs["load-r7"]
+    assert drivers["spec"]["completionMode"] == "Indexed"
+    assert drivers["spec"]["completions"] == drivers["spec"]["parallelism"] == 4
+    command = pod_spec(drivers)["containers"][0]["command"]
+    assert command[:4] == ["python", "-m", "socialbench.deploy.loadjob", "drive"]
+    assert command[command.index("--drivers") + 1] == "4"
+    assert command[command.index("--rate") + 1] == "1000000"  # the total; each sends R/N
+    assert command[command.index("--") + 1] == stack.GATEWAY_URL
+    collector = pod_spec(jobs["load-r7-collector"])["containers"][0]["command"]
+    assert collector[collector.index("--drivers") + 1] == "4"
+    assert f"http://load-r7-collector:{8000}" in command
+    assert "load-r7-collector" in by_kind(manifests, "Service")
+
+
+def test_seed_job_waits_for_every_service_then_seeds_through_nginx(render: Render) -> None:
+    jobs = by_kind(render(), "Job")
+    (seed,) = (job for name, job in jobs.items() if name.startswith("seed-"))
+    wait = pod_spec(seed)["initContainers"][0]["command"]
+    for spec in registry.SERVICES:
+        assert f"http://{spec.name}:{spec.port}/healthz" in wait
+    args = pod_spec(seed)["containers"][0]["args"]
+    assert args[:3] == ["seed", "--url", stack.GATEWAY_URL]
+    # Changing what it runs renames it, so `helm upgrade` never patches a Job.
+    other = by_kind(render("--set", "seed.graph=synthetic:100"), "Job")
+    assert seed["metadata"]["name"] not in other
+
+
+def test_locust_is_optional(render: Render) -> None:
+    assert "locust-master" not in by_kind(render(), "Deployment")
+    deployments = by_kind(render(*ALL_ON), "Deployment")
+    master = pod_spec(deployments["locust-master"])["containers"][0]["command"]
+    assert "--master" in master and stack.GATEWAY_URL in master
+    assert deployments["locust-worker"]["spec"]["replicas"] == 2

@@ -1,0 +1,93 @@
+"""A server of known capacity, and one real refined ramp against it shared by the ramp,
+bundle, report and compare tests (a ramp takes half a minute; one is enough)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
+from socialbench.workloads.bundle import Dataset
+from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.ramp import RampConfig, Sla
+from socialbench.workloads.ramp_command import RampJob, RampReport, execute
+from socialbench.workloads.resources import ResourceSampler
+
+CAPACITY_SERVER = Path(__file__).with_name("capacity_server.py")
+CONCURRENCY = 10
+SERVICE_MS = 50.0
+CAPACITY_RPS = CONCURRENCY / (SERVICE_MS / 1000)  # 200 req/s: the true knee
+RESOLUTION_RPS = 10.0
+SLA = "p99=120ms"  # 50 ms of service; far above it only once a queue builds
+
+
+@dataclass
+class CapacityServer:
+    url: str
+    pid: int
+
+
+@pytest.fixture(scope="session")
+def capacity_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CapacityServer]:
+    """A real HTTP server that answers exactly 200 req/s (10 slots x 50 ms), no more."""
+    log_dir = tmp_path_factory.mktemp("capacity")
+    port = free_port()
+    command = ServerCommand(
+        "capacity",
+        [sys.executable, str(CAPACITY_SERVER), str(port), "--concurrency", str(CONCURRENCY),
+         "--service-ms", str(SERVICE_MS)],
+        "127.0.0.1", port,
+    )
+    server = ServerProcess(command, log_dir / "capacity.log")
+    try:
+        server.wait_ready()
+        yield CapacityServer(f"http://{command.address}/", server.process.pid)
+    finally:
+        server.stop()
+
+
+def small_ramp(url: str, **changes: object) -> RampConfig:
+    """Two-second steps at low rates: 120, 170, 220 req/s… against the 200 req/s server.
+
+    Evenly spaced arrivals (one process) so that below capacity nothing queues. The
+    driver's own saturation (send lag > 1 ms) is recorded but does not stop these ramps:
+    on a busy 2-core test machine it would, at any rate.
+    """
+    load = LoadConfig(
+        url=url, rate=120, duration_s=2, warmup_s=0.5, workload="url",
+        distribution=Distribution.CONSTANT, connections=64, max_connections=None,
+        processes=1, timeout_s=3, seed=7, absolute_form=True,
+    )
+    config = RampConfig(
+        load=load, start_rate=120, step_rate=50, step_duration_s=2, warmup_s=0.5,
+        slas=(Sla.parse(SLA),), stop_on_saturation=False, pause_s=0.3,
+        max_error_ratio=0.01, min_achieved_ratio=0.95, max_rate=None,
+        resolution_rps=None, confirm_duration_s=None, repeat=1,
+    )
+    return config.model_copy(update=changes)
+
+
+@pytest.fixture(scope="session")
+def refined_ramp(
+    capacity_server: CapacityServer, tmp_path_factory: pytest.TempPathFactory
+) -> RampReport:
+    """``ramp --refine`` against the capacity server, bundle and report written."""
+    config = small_ramp(capacity_server.url, refine=True, resolution_rps=RESOLUTION_RPS,
+                        confirm_duration_s=4.0)
+
+    def sampler() -> tuple[ResourceSampler | None, str]:
+        return ResourceSampler({"capacity-server": ("service", capacity_server.pid)}), ""
+
+    job = RampJob(
+        config=config, label="capacity-200", results_dir=tmp_path_factory.mktemp("results"),
+        sampler=sampler, resources_source="psutil: the capacity server's process",
+        dataset=Dataset(fresh=False, users=962, note="a test server without data"),
+        power_cmd="echo 42",  # a constant 42 W: energy per request is known
+    )
+    return execute(job, Console(file=io.StringIO(), width=200))

@@ -1,0 +1,101 @@
+"""compare: two bundles side by side, with the right ratios."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+from socialbench.workloads.bundle import StepRecord, read_bundle
+from socialbench.workloads.compare import COMPARE_PLOT, compare, format_ratio
+from socialbench.workloads.ramp_command import RampReport
+
+
+@pytest.fixture
+def two_bundles(refined_ramp: RampReport, tmp_path: Path) -> tuple[Path, Path]:
+    """The measured bundle, and a copy "from a machine" with known differences: 1.2x the
+    max rate, 0.66x its p99, 0.9x the energy per request, half the p99 at every rate."""
+    base = tmp_path / "base"
+    other = tmp_path / "other"
+    shutil.copytree(refined_ramp.directory, base)
+    shutil.copytree(refined_ramp.directory, other)
+    bundle = read_bundle(other)
+    best = bundle.summary.best
+    assert best is not None and best.joules_per_request is not None
+    faster = best.model_copy(update={
+        "max_rate_rps": best.max_rate_rps * 1.2, "p99_ms": best.p99_ms * 0.66,
+        "joules_per_request": best.joules_per_request * 0.9,
+    })
+    summary = bundle.summary.model_copy(update={
+        "label": "faster", "best": faster, "max_rate_rps": faster.max_rate_rps,
+        "p99_ms": faster.p99_ms,
+    })
+    steps = [
+        step.model_copy(update={"latency_ms": step.latency_ms | {"99": step.latency_ms["99"] / 2}})
+        for step in bundle.steps
+    ]
+    manifest = bundle.manifest.model_copy(update={"label": "faster"})
+    (other / "summary.json").write_text(summary.model_dump_json())
+    (other / "manifest.json").write_text(manifest.model_dump_json())
+    (other / "steps.json").write_bytes(TypeAdapter(list[StepRecord]).dump_json(steps))
+    return base, other
+
+
+def test_ratios_are_run_over_baseline(two_bundles: tuple[Path, Path]) -> None:
+    comparison = compare(two_bundles)
+    base, other = comparison.runs
+
+    assert comparison.rate_ratio(other) == pytest.approx(1.2)
+    assert comparison.p99_ratio(other) == pytest.approx(0.66)
+    assert comparison.energy_ratio(other) == pytest.approx(0.9)
+    assert comparison.common_rates == sorted(base.p99_by_rate) == sorted(other.p99_by_rate)
+    assert {120.0, 170.0, 220.0} <= set(comparison.common_rates)
+    for rate in comparison.common_rates:
+        assert other.p99_by_rate[rate] / base.p99_by_rate[rate] == pytest.approx(0.5)
+    assert comparison.sentence(other) == (
+        "faster vs capacity-200: 20% more req/s at the SLA, p99 there 34% lower, "
+        "energy per request 10% lower"
+    )
+
+
+def test_format_ratio() -> None:
+    assert format_ratio(1.2) == "1.20x (+20%)"
+    assert format_ratio(0.66) == "0.66x (-34%)"
+    assert format_ratio(None) == "—"
+
+
+def test_compare_command_prints_and_renders_the_ratios(
+    two_bundles: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "comparison"
+    result = CliRunner().invoke(
+        app, ["compare", *map(str, two_bundles), "--out", str(out)], env={"COLUMNS": "200"}
+    )
+
+    assert result.exit_code == 0, result.output
+    for text in ("1.20x (+20%)", "0.66x (-34%)", "0.90x (-10%)", "0.50x (-50%)",
+                 "faster vs capacity-200: 20% more req/s at the SLA, p99 there 34% lower"):
+        assert text in result.output, text
+    assert result.output.count("0.50x (-50%)") == len(compare(two_bundles).common_rates)
+    page = (out / "compare.html").read_text()
+    assert "1.20x (+20%)" in page and "0.66x (-34%)" in page and "0.50x (-50%)" in page
+    image = base64.b64encode((out / COMPARE_PLOT).read_bytes()).decode()
+    assert image and f"base64,{image}" in page and f'href="{COMPARE_PLOT}"' in page
+    numbers = json.loads((out / "compare.json").read_text())
+    assert numbers["baseline"] == "capacity-200"
+    assert numbers["runs"][1]["max_rate_ratio"] == pytest.approx(1.2)
+
+
+def test_compare_needs_two_readable_bundles(
+    two_bundles: tuple[Path, Path], tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["compare", str(two_bundles[0])]).exit_code == 2
+    result = runner.invoke(app, ["compare", str(two_bundles[0]), str(tmp_path / "nothing")])
+    assert result.exit_code == 2

@@ -1,0 +1,209 @@
+"""The SLA ramp against a server of known capacity (200 req/s): where it stops, and why."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+from socialbench.stack.servers import free_port
+from socialbench.workloads.driver import Errors
+from socialbench.workloads.ramp import (
+    Phase,
+    RampOutcome,
+    RampRun,
+    Sla,
+    StopReason,
+    judge_step,
+)
+from socialbench.workloads.ramp_command import RampReport
+from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
+
+
+def only_run(ramp: RampReport) -> RampRun:
+    (run,) = ramp.outcome.runs
+    return run
+
+
+@pytest.mark.parametrize(
+    ("text", "percentile", "threshold_ms"),
+    [("p99=2s", 99, 2000), ("p99.9<=50ms", 99.9, 50), ("p50 = 800us", 50, 0.8),
+     ("p90=15", 90, 15), ("p99.99<1.5s", 99.99, 1500)],
+)
+def test_an_sla_is_any_percentile_and_threshold(
+    text: str, percentile: float, threshold_ms: float
+) -> None:
+    sla = Sla.parse(text)
+    assert (sla.percentile, sla.threshold_ms) == (percentile, pytest.approx(threshold_ms))
+
+
+@pytest.mark.parametrize("text", ["99=2s", "p99", "p101=1s", "p99=fast", "p0=1s"])
+def test_a_malformed_sla_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        Sla.parse(text)
+
+
+def test_the_ramp_stops_at_the_first_step_past_capacity(refined_ramp: RampReport) -> None:
+    run = only_run(refined_ramp)
+    ramp_steps = [step for step in run.steps if step.phase is Phase.RAMP]
+
+    assert [step.rate for step in ramp_steps] == [120, 170, 220]
+    assert [step.passed for step in ramp_steps] == [True, True, False]
+    failed = ramp_steps[-1]
+    # 220 req/s offered to a 200 req/s server: a growing queue, and a shortfall.
+    assert failed.verdict.failures[:2] == (StopReason.SLA, StopReason.ACHIEVED)
+    assert run.stop_reason is StopReason.SLA
+    assert "at 220 req/s" in run.stop_detail and "breaks the SLA p99 <= 120 ms" in run.stop_detail
+
+
+def test_refine_lands_within_the_resolution_of_the_knee(refined_ramp: RampReport) -> None:
+    run = only_run(refined_ramp)
+    refine_rates = [step.rate for step in run.steps if step.phase is Phase.REFINE]
+
+    assert run.refined and run.confirmed
+    assert refine_rates and all(170 < rate < 220 for rate in refine_rates)
+    assert run.answer is not None and run.answer.phase is Phase.CONFIRM
+    assert run.answer.passed and run.answer.result.window_s == 4.0
+    assert abs(run.answer.rate - CAPACITY_RPS) <= RESOLUTION_RPS, run.answer.rate
+    # The bisection stopped once the bracket was within the resolution.
+    passing = max(s.rate for s in run.steps if s.phase is not Phase.CONFIRM and s.passed)
+    failing = min(s.rate for s in run.steps if s.phase is not Phase.CONFIRM and not s.passed)
+    assert 0 < failing - passing <= RESOLUTION_RPS
+
+
+def test_each_stop_criterion_fails_a_step(
+    refined_ramp: RampReport, capacity_server: CapacityServer
+) -> None:
+    """Judged on a real passing step's result, changed one criterion at a time."""
+    good = only_run(refined_ramp).steps[0].result
+    config = small_ramp(capacity_server.url)
+    assert judge_step(good, config).passed
+
+    errors = good.model_copy(update={"errors": Errors(timeout=good.scheduled // 50)})
+    saturated = good.model_copy(update={"saturated": True, "warnings": ["send lag p99 is 3 ms"]})
+    short = good.model_copy(update={"achieved_rps": 0.9 * good.scheduled_rps})
+    assert judge_step(errors, config).failures == (StopReason.ERRORS,)
+    assert judge_step(short, config).failures == (StopReason.ACHIEVED,)
+    assert judge_step(saturated, config).passed  # recorded, not a stop, when told so
+    verdict = judge_step(saturated, config.model_copy(update={"stop_on_saturation": True}))
+    assert verdict.failures == (StopReason.SATURATED,)
+    assert "send lag p99 is 3 ms" in verdict.reasons[0]
+    tight = config.model_copy(update={"slas": (Sla.parse("p50=1ms"),)})
+    assert judge_step(good, tight).failures == (StopReason.SLA,)
+
+
+def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
+    capacity_server: CapacityServer, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(app, [
+        "ramp", capacity_server.url, "-w", "url", "--start-rate", "100", "--max-rate", "100",
+        "--repeat", "2", "--step-duration", "1.5s", "--warmup", "0.5s", "--pause", "0.2s",
+        "--sla", "p99=200ms", "--sla", "p50=150ms", "--ignore-driver-saturation", "-P", "1",
+        "-D", "constant", "--timeout", "3s", "--label", "cli run", "--results-dir",
+        str(tmp_path),
+    ])
+
+    assert result.exit_code == 0, result.output
+    (bundle,) = tmp_path.iterdir()
+    assert bundle.name.endswith("-cli-run")
+    summary = json.loads((bundle / "summary.json").read_text())
+    assert summary["sla"] == ["p99 <= 200 ms", "p50 <= 150 ms"]
+    assert [r["stop_reason"] for r in summary["repeats"]] == ["max-rate", "max-rate"]
+    assert [r["answer"]["max_rate_rps"] for r in summary["repeats"]] == [100, 100]
+    assert summary["max_rate_rps"] == summary["median_max_rate_rps"] == 100
+    assert summary["coefficient_of_variation"] == 0
+    assert set(summary["best"]["sla_values_ms"]) == {"p99", "p50"}
+    assert "Max 100 req/s with p99 <= 200 ms, p50 <= 150 ms" in result.output
+    # Not the local stack: CPU and memory are said to be unavailable, and why.
+    assert "per-process CPU and memory need the local stack" in summary["resources_note"]
+    assert (bundle / "report.html").exists()
+
+
+def test_a_target_that_refuses_connections_stops_the_ramp_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(app, [
+        "ramp", f"http://127.0.0.1:{free_port()}/", "-w", "url", "--start-rate", "50",
+        "--quick", "-P", "1", "--results-dir", str(tmp_path),
+    ])
+
+    assert result.exit_code == 1, result.output
+    (bundle,) = tmp_path.iterdir()
+    summary = json.loads((bundle / "summary.json").read_text())
+    assert summary["stop_reason"] == "driver-error"
+    assert summary["max_rate_rps"] is None
+    assert "the driver could not run" in summary["repeats"][0]["stop_detail"]
+    assert json.loads((bundle / "steps.json").read_text()) == []
+
+
+def test_bad_options_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for options in (["--sla", "p99"], ["--max-errors", "150%"], ["-w", "no-such-workload"]):
+        result = runner.invoke(app, ["ramp", "http://127.0.0.1:1/", *options,
+                                     "--results-dir", str(tmp_path)])
+        assert result.exit_code == 2, (options, result.output)
+    assert not list(tmp_path.iterdir())
+
+
+def test_repeats_give_the_best_the_median_and_the_variation(refined_ramp: RampReport) -> None:
+    passing = [step for step in only_run(refined_ramp).steps if step.passed][:3]
+    rates = [step.rate for step in passing]
+    runs = [RampRun(i + 1, answer=step, stop_reason=StopReason.SLA)
+            for i, step in enumerate(passing)]
+    runs.append(RampRun(4, stop_reason=StopReason.SLA))  # no rate held: counts as 0
+    runs.append(RampRun(5, stop_reason=StopReason.INTERRUPTED))  # unfinished: left out
+
+    outcome = RampOutcome(runs)
+
+    assert outcome.answers == [*rates, 0.0]
+    assert outcome.best is runs[rates.index(max(rates))]
+    assert outcome.median_rps == statistics.median([*rates, 0.0])
+    assert outcome.coefficient_of_variation == pytest.approx(
+        statistics.stdev([*rates, 0.0]) / statistics.mean([*rates, 0.0]))
+    assert outcome.interrupted
+
+
+def test_ctrl_c_keeps_the_steps_measured_and_writes_the_report(
+    capacity_server: CapacityServer, tmp_path: Path
+) -> None:
+    command = [
+        sys.executable, "-m", "socialbench.cli", "ramp", capacity_server.url, "-w", "url",
+        "--start-rate", "100", "--step", "1", "--step-duration", "1.5s", "--warmup", "0.2s",
+        "--pause", "0s", "--sla", "p99=10s", "--ignore-driver-saturation", "-P", "1",
+        "-D", "constant", "--results-dir",
+        str(tmp_path),
+    ]
+    ramp = subprocess.Popen(  # as a terminal runs it: its own group, SIGINT not ignored
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        steps: list[object] = []
+        while len(steps) < 2 and time.monotonic() < deadline and ramp.poll() is None:
+            time.sleep(0.2)
+            files = list(tmp_path.glob("*/steps.json"))
+            steps = json.loads(files[0].read_text()) if files else []
+        os.killpg(ramp.pid, signal.SIGINT)
+        output = ramp.communicate(timeout=60)[0].decode()
+    finally:
+        if ramp.poll() is None:
+            os.killpg(ramp.pid, signal.SIGKILL)
+
+    assert ramp.returncode == 130, output
+    (bundle,) = tmp_path.iterdir()
+    summary = json.loads((bundle / "summary.json").read_text())
+    assert summary["completed"] is False and summary["stop_reason"] == "interrupted"
+    assert summary["max_rate_rps"] is None
+    assert len(json.loads((bundle / "steps.json").read_text())) >= 2
+    assert (bundle / "report.html").exists()
+    assert "Interrupted" in output

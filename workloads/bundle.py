@@ -1,0 +1,550 @@
+"""A ramp's results bundle: ``results/<UTC time>-<label>/``, written as the ramp runs.
+
+    manifest.json      what ran, where, on what: version, git, configuration, command
+                       line, dataset and seed, hardware, software versions
+    steps.json         one record per step (offered, achieved, errors by kind, latency
+                       percentiles, send lag, SLA verdict, CPU and memory, energy)
+    steps.csv          the same, one flat row per step
+    resources.csv      CPU seconds and peak memory per component per step
+    summary.json       the answer: max rate at the SLA and its p99, per repeat and overall
+    histograms/*.hlog  one HdrHistogram interval log per step (latency from the intended
+                       send time, µs)
+    raw/*.json         the driver's full result per step (every histogram, the timeline)
+    schema/*.json      JSON Schemas of manifest.json, steps.json and summary.json
+    *.png, report.html the plots and the report (``socialbench report DIR`` rebuilds them)
+
+Steps are written as soon as they finish, so an interrupted ramp leaves a usable bundle.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader, HistogramLogWriter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from socialbench import __version__
+from socialbench.workloads.driver import LatencyStats
+from socialbench.workloads.driver.histogram import new_histogram
+from socialbench.workloads.ramp import (
+    Phase,
+    RampConfig,
+    RampObserver,
+    RampOutcome,
+    RampRun,
+    StepRun,
+    StopReason,
+)
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+STEPS_JSON = "steps.json"
+STEPS_CSV = "steps.csv"
+RESOURCES_CSV = "resources.csv"
+SUMMARY = "summary.json"
+HISTOGRAMS = "histograms"
+RAW = "raw"
+SCHEMAS = "schema"
+LATENCY_KEYS = ("50", "75", "90", "99", "99.9", "99.99", "100")
+US_PER_MS = 1000
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Dataset(Strict):
+    """What the target held while it was measured."""
+
+    fresh: bool = Field(description="Stores emptied and the graph re-seeded before each repeat.")
+    graph: str | None = Field(default=None, description="The seeded graph, e.g. synthetic.")
+    users: int = Field(description="Users the workload draws ids from.")
+    posts_per_user: int | None = None
+    seed: int | None = Field(default=None, description="Seed of the graph and its posts.")
+    note: str = ""
+
+
+class Manifest(Strict):
+    """manifest.json: everything needed to know what ran and to run it again."""
+
+    schema_version: int = SCHEMA_VERSION
+    socialbench_version: str
+    created_at: datetime
+    label: str
+    command_line: list[str]
+    git: dict[str, Any]
+    config: RampConfig
+    dataset: Dataset
+    hardware: dict[str, Any]
+    software: dict[str, Any]
+    resources_source: str = Field(description="How per-component CPU and memory were measured.")
+    energy_source: str = Field(description="How energy was measured, or why it was not.")
+
+
+class ComponentRecord(Strict):
+    name: str
+    kind: str
+    cpu_seconds: float
+    cpu_cores: float = Field(description="cpu_seconds / span: cores kept busy on average.")
+    peak_rss_bytes: int
+    processes: int
+
+
+class ResourceRecord(Strict):
+    """CPU and memory of every process of the stack over one step (warm-up and drain too)."""
+
+    available: bool
+    note: str = Field(description='"unavailable: <reason>" when not measured.')
+    span_s: float
+    components: list[ComponentRecord]
+    stack_cpu_seconds: float | None
+    cpu_ms_per_request: float | None = Field(description="Stack CPU / responses in the span.")
+
+
+class EnergyRecord(Strict):
+    available: bool
+    source: str = Field(description="rapl, power-cmd or unavailable.")
+    note: str
+    seconds: float
+    joules: float | None
+    watts: float | None
+    joules_per_request: float | None
+    requests_per_joule: float | None = Field(description="(req/s) per watt.")
+
+
+class ErrorRecord(Strict):
+    connect: int
+    read: int
+    timeout: int
+    dropped: int
+    status: dict[str, int]
+    total: int
+
+
+class StepRecord(Strict):
+    """One step of steps.json. Latencies in ms, from the intended send time."""
+
+    repeat: int
+    index: int
+    phase: Phase
+    name: str
+    started_at: datetime
+    offered_rps: float
+    scheduled_rps: float
+    achieved_rps: float
+    warmup_s: float
+    duration_s: float
+    elapsed_s: float
+    seed: int
+    requests: int = Field(description="Requests whose intended time fell in the window.")
+    sent: int
+    completed: int
+    ok: int
+    errors: ErrorRecord
+    error_ratio: float
+    latency_ms: dict[str, float] = Field(description='Keys "50" .. "100" (percentiles).')
+    latency_mean_ms: float
+    service_time_ms: dict[str, float]
+    send_lag_ms: dict[str, float]
+    sla_values_ms: dict[str, float] = Field(description='The SLA percentiles, keys "p99"...')
+    passed: bool
+    failures: list[StopReason]
+    reasons: list[str]
+    saturated: bool
+    warnings: list[str]
+    driver_cpu_seconds: float
+    peak_connections: int
+    responses_in_span: int
+    resources: ResourceRecord
+    energy: EnergyRecord
+    histogram_log: str
+    raw_result: str
+
+
+class Answer(Strict):
+    """A rate that held the SLA, and what was measured there."""
+
+    max_rate_rps: float
+    achieved_rps: float
+    p99_ms: float
+    sla_values_ms: dict[str, float]
+    step: str = Field(description="The step it comes from (its name).")
+    cpu_ms_per_request: float | None
+    joules_per_request: float | None
+
+
+class RepeatSummary(Strict):
+    repeat: int
+    answer: Answer | None
+    stop_reason: StopReason
+    stop_detail: str
+    refined: bool
+    confirmed: bool | None
+    steps: int
+
+
+class Summary(Strict):
+    """summary.json: the number people publish, and how far to trust it."""
+
+    schema_version: int = SCHEMA_VERSION
+    label: str
+    sla: list[str]
+    completed: bool = Field(description="False when the ramp was interrupted.")
+    max_rate_rps: float | None = Field(description="The best repeat's answer.")
+    p99_ms: float | None = Field(description="p99 latency at that rate.")
+    best: Answer | None
+    best_repeat: int | None
+    stop_reason: StopReason | None = Field(description="Why the best (or only) repeat stopped.")
+    repeats: list[RepeatSummary]
+    median_max_rate_rps: float | None
+    coefficient_of_variation: float | None
+    saturated_steps: int
+    energy_note: str
+    resources_note: str
+
+
+def _ms(stats: LatencyStats, keys: tuple[str, ...] = LATENCY_KEYS) -> dict[str, float]:
+    return {key: stats.percentiles_us[key] / US_PER_MS for key in keys}
+
+
+def step_record(step: StepRun) -> StepRecord:
+    """The bundle's record of a step."""
+    result = step.result
+    responses = step.responses_in_span
+    usage = step.usage
+    components = [
+        ComponentRecord(
+            name=c.name, kind=c.kind, cpu_seconds=c.cpu_seconds,
+            cpu_cores=c.cpu_seconds / step.span_s if step.span_s else 0.0,
+            peak_rss_bytes=c.peak_rss_bytes, processes=c.processes,
+        )
+        for c in usage.components or []
+    ]
+    stack_cpu = usage.cpu_seconds
+    energy = step.energy
+    joules_per_request = (
+        energy.joules / responses if energy.joules is not None and responses else None
+    )
+    return StepRecord(
+        repeat=step.repeat,
+        index=step.index,
+        phase=step.phase,
+        name=step.name,
+        started_at=result.started_at,
+        offered_rps=result.offered_rps,
+        scheduled_rps=result.scheduled_rps,
+        achieved_rps=result.achieved_rps,
+        warmup_s=result.config.warmup_s,
+        duration_s=result.window_s,
+        elapsed_s=result.elapsed_s,
+        seed=result.config.seed or 0,
+        requests=result.scheduled,
+        sent=result.sent,
+        completed=result.completed,
+        ok=result.ok,
+        errors=ErrorRecord(
+            connect=result.errors.connect, read=result.errors.read,
+            timeout=result.errors.timeout, dropped=result.errors.dropped,
+            status={str(code): n for code, n in result.errors.status.items()},
+            total=result.errors.total,
+        ),
+        error_ratio=result.error_ratio,
+        latency_ms=_ms(result.latency),
+        latency_mean_ms=result.latency.mean_us / US_PER_MS,
+        service_time_ms=_ms(result.service_time),
+        send_lag_ms=_ms(result.send_lag, ("50", "99", "100")),
+        sla_values_ms=step.sla_values_ms,
+        passed=step.passed,
+        failures=list(step.verdict.failures),
+        reasons=list(step.verdict.reasons),
+        saturated=result.saturated,
+        warnings=result.warnings,
+        driver_cpu_seconds=result.driver_cpu_s,
+        peak_connections=result.peak_connections,
+        responses_in_span=responses,
+        resources=ResourceRecord(
+            available=usage.components is not None,
+            note="measured" if usage.components is not None else f"unavailable: {usage.note}",
+            span_s=step.span_s,
+            components=components,
+            stack_cpu_seconds=stack_cpu,
+            cpu_ms_per_request=stack_cpu * 1000 / responses
+            if stack_cpu is not None and responses else None,
+        ),
+        energy=EnergyRecord(
+            available=energy.joules is not None,
+            source=energy.source,
+            note=energy.detail if energy.joules is not None else f"unavailable: {energy.detail}",
+            seconds=energy.seconds,
+            joules=energy.joules,
+            watts=energy.watts,
+            joules_per_request=joules_per_request,
+            requests_per_joule=1 / joules_per_request if joules_per_request else None,
+        ),
+        histogram_log=f"{HISTOGRAMS}/{step.name}.hlog",
+        raw_result=f"{RAW}/{step.name}.json",
+    )
+
+
+def _answer(run: RampRun, records: dict[str, StepRecord]) -> Answer | None:
+    if run.answer is None:
+        return None
+    record = records[run.answer.name]
+    return Answer(
+        max_rate_rps=record.offered_rps,
+        achieved_rps=record.achieved_rps,
+        p99_ms=record.latency_ms["99"],
+        sla_values_ms=record.sla_values_ms,
+        step=record.name,
+        cpu_ms_per_request=record.resources.cpu_ms_per_request,
+        joules_per_request=record.energy.joules_per_request,
+    )
+
+
+def summarize(label: str, config: RampConfig, outcome: RampOutcome,
+              records: list[StepRecord]) -> Summary:
+    """summary.json of a finished (or interrupted) ramp."""
+    by_name = {record.name: record for record in records}
+    repeats = [
+        RepeatSummary(
+            repeat=run.repeat, answer=_answer(run, by_name), stop_reason=run.stop_reason,
+            stop_detail=run.stop_detail, refined=run.refined, confirmed=run.confirmed,
+            steps=len(run.steps),
+        )
+        for run in outcome.runs
+    ]
+    best_run = outcome.best
+    best = _answer(best_run, by_name) if best_run else None
+    reference = best_run or (outcome.runs[0] if outcome.runs else None)
+    energy_notes = sorted({r.energy.note for r in records if not r.energy.available})
+    resource_notes = sorted({r.resources.note for r in records if not r.resources.available})
+    return Summary(
+        label=label,
+        sla=[str(sla) for sla in config.slas],
+        completed=not outcome.interrupted,
+        max_rate_rps=best.max_rate_rps if best else None,
+        p99_ms=best.p99_ms if best else None,
+        best=best,
+        best_repeat=best_run.repeat if best_run else None,
+        stop_reason=reference.stop_reason if reference else None,
+        repeats=repeats,
+        median_max_rate_rps=outcome.median_rps,
+        coefficient_of_variation=outcome.coefficient_of_variation,
+        saturated_steps=sum(record.saturated for record in records),
+        energy_note="; ".join(energy_notes) or "measured",
+        resources_note="; ".join(resource_notes) or "measured",
+    )
+
+
+# ---------------------------------------------------------------- files
+
+
+def bundle_dir(results_dir: Path, label: str, now: datetime | None = None) -> Path:
+    """``results/<UTC time>-<label>``, e.g. ``results/20250101T120000Z-mixed``."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "ramp"
+    return results_dir / f"{stamp}-{safe}"
+
+
+def _write_json(path: Path, model: BaseModel | list[StepRecord]) -> None:
+    tmp = path.with_suffix(".tmp")
+    if isinstance(model, list):
+        tmp.write_bytes(TypeAdapter(list[StepRecord]).dump_json(model, indent=2))
+    else:
+        tmp.write_text(model.model_dump_json(indent=2))
+    tmp.replace(path)
+
+
+CSV_COLUMNS = (
+    "repeat", "index", "phase", "name", "offered_rps", "scheduled_rps", "achieved_rps",
+    "warmup_s", "duration_s", "requests", "ok", "errors_total", "errors_connect",
+    "errors_read", "errors_timeout", "errors_dropped", "errors_status", "error_ratio",
+    *(f"p{key}_ms" for key in LATENCY_KEYS), "mean_ms", "service_p50_ms", "service_p99_ms",
+    "send_lag_p50_ms", "send_lag_p99_ms", "send_lag_max_ms", "passed", "failures", "saturated",
+    "stack_cpu_seconds", "cpu_ms_per_request", "energy_joules", "joules_per_request",
+    "driver_cpu_seconds", "histogram_log",
+)
+
+
+def csv_row(record: StepRecord) -> dict[str, Any]:
+    """One flat row of steps.csv (empty cells where a value is unknown)."""
+    row: dict[str, Any] = {
+        "repeat": record.repeat, "index": record.index, "phase": record.phase.value,
+        "name": record.name, "offered_rps": record.offered_rps,
+        "scheduled_rps": record.scheduled_rps, "achieved_rps": record.achieved_rps,
+        "warmup_s": record.warmup_s, "duration_s": record.duration_s,
+        "requests": record.requests, "ok": record.ok, "errors_total": record.errors.total,
+        "errors_connect": record.errors.connect, "errors_read": record.errors.read,
+        "errors_timeout": record.errors.timeout, "errors_dropped": record.errors.dropped,
+        "errors_status": ";".join(f"{k}:{v}" for k, v in record.errors.status.items()),
+        "error_ratio": record.error_ratio,
+        "mean_ms": record.latency_mean_ms,
+        "service_p50_ms": record.service_time_ms["50"],
+        "service_p99_ms": record.service_time_ms["99"],
+        "send_lag_p50_ms": record.send_lag_ms["50"], "send_lag_p99_ms": record.send_lag_ms["99"],
+        "send_lag_max_ms": record.send_lag_ms["100"],
+        "passed": record.passed, "failures": ";".join(record.failures),
+        "saturated": record.saturated,
+        "stack_cpu_seconds": record.resources.stack_cpu_seconds,
+        "cpu_ms_per_request": record.resources.cpu_ms_per_request,
+        "energy_joules": record.energy.joules,
+        "joules_per_request": record.energy.joules_per_request,
+        "driver_cpu_seconds": record.driver_cpu_seconds,
+        "histogram_log": record.histogram_log,
+    }
+    row.update({f"p{key}_ms": record.latency_ms[key] for key in LATENCY_KEYS})
+    return {key: "" if row[key] is None else row[key] for key in CSV_COLUMNS}
+
+
+def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+RESOURCE_COLUMNS = ("repeat", "index", "phase", "offered_rps", "component", "kind",
+                    "cpu_seconds", "cpu_cores", "peak_rss_bytes", "processes")
+
+
+def _resource_rows(records: list[StepRecord]) -> list[dict[str, Any]]:
+    return [
+        {"repeat": r.repeat, "index": r.index, "phase": r.phase.value,
+         "offered_rps": r.offered_rps, "component": c.name, "kind": c.kind,
+         "cpu_seconds": c.cpu_seconds, "cpu_cores": c.cpu_cores,
+         "peak_rss_bytes": c.peak_rss_bytes, "processes": c.processes}
+        for r in records for c in r.resources.components
+    ]
+
+
+def write_histogram_log(path: Path, step: StepRun) -> None:
+    """The step's latency histogram as a one-interval HdrHistogram log (values in µs)."""
+    result = step.result
+    started = result.started_at.timestamp()
+    with path.open("w") as file:
+        writer = HistogramLogWriter(file)
+        writer.output_comment(
+            f"[socialbench {__version__}: latency from the intended send time, in "
+            f"microseconds; repeat {step.repeat}, step {step.index} ({step.phase.value}), "
+            f"offered {result.offered_rps:g} req/s; interval = the measured window]"
+        )
+        writer.output_log_format_version()
+        # HistogramLogWriter.output_start_time is broken in hdrhistogram 0.10; same line:
+        file.write(f"#[StartTime: {started:.3f} (seconds since epoch), "
+                   f"{result.started_at.isoformat()}]\n")
+        writer.output_legend()
+        writer.output_interval_histogram(
+            result.latency.decode(),
+            start_time_stamp_sec=result.config.warmup_s,
+            end_time_stamp_sec=result.config.warmup_s + result.window_s,
+            max_value_unit_ratio=float(US_PER_MS),  # the interval max in ms
+        )
+
+
+def read_histogram_log(path: Path) -> HdrHistogram:
+    """Every interval of an HdrHistogram log, added into one histogram (µs)."""
+    reader = HistogramLogReader(str(path), new_histogram())
+    total = new_histogram()
+    try:
+        while reader.add_next_interval_histogram(total) is not None:
+            pass
+    finally:
+        reader.close()
+    return total
+
+
+class BundleWriter(RampObserver):
+    """Writes a bundle as the ramp runs: the manifest first, each step as it ends."""
+
+    def __init__(self, directory: Path, manifest: Manifest) -> None:
+        self.directory = directory
+        self.manifest = manifest
+        self.records: list[StepRecord] = []
+        directory.mkdir(parents=True, exist_ok=False)
+        (directory / HISTOGRAMS).mkdir()
+        (directory / RAW).mkdir()
+        write_schemas(directory / SCHEMAS)
+        _write_json(directory / MANIFEST, manifest)
+
+    def step_finished(self, step: StepRun) -> None:
+        record = step_record(step)
+        self.records.append(record)
+        (self.directory / record.raw_result).write_text(step.result.model_dump_json())
+        write_histogram_log(self.directory / record.histogram_log, step)
+        _write_json(self.directory / STEPS_JSON, self.records)
+        _write_csv(self.directory / STEPS_CSV, CSV_COLUMNS,
+                   [csv_row(r) for r in self.records])
+        _write_csv(self.directory / RESOURCES_CSV, RESOURCE_COLUMNS,
+                   _resource_rows(self.records))
+
+    def finish(self, outcome: RampOutcome) -> Summary:
+        """Write summary.json (and empty step files when no step ran)."""
+        if not self.records:
+            _write_json(self.directory / STEPS_JSON, self.records)
+            _write_csv(self.directory / STEPS_CSV, CSV_COLUMNS, [])
+            _write_csv(self.directory / RESOURCES_CSV, RESOURCE_COLUMNS, [])
+        summary = summarize(self.manifest.label, self.manifest.config, outcome, self.records)
+        _write_json(self.directory / SUMMARY, summary)
+        return summary
+
+
+def write_schemas(directory: Path) -> None:
+    """JSON Schemas of the bundle's JSON files, for anyone who reads them without Python."""
+    directory.mkdir(exist_ok=True)
+    schemas = {
+        "manifest.schema.json": Manifest.model_json_schema(),
+        "steps.schema.json": TypeAdapter(list[StepRecord]).json_schema(),
+        "summary.schema.json": Summary.model_json_schema(),
+    }
+    for name, schema in schemas.items():
+        (directory / name).write_text(json.dumps(schema, indent=2))
+
+
+class Bundle(BaseModel):
+    """A bundle read back: its directory and its three JSON files."""
+
+    directory: Path
+    manifest: Manifest
+    steps: list[StepRecord]
+    summary: Summary
+
+    @property
+    def label(self) -> str:
+        return self.manifest.label
+
+    def steps_of(self, repeat: int | None) -> list[StepRecord]:
+        """The steps of one repeat (all when None), in the order they ran."""
+        return [s for s in self.steps if repeat is None or s.repeat == repeat]
+
+    @property
+    def reference_repeat(self) -> int | None:
+        """The repeat the headline comes from (the best; else the first)."""
+        if self.summary.best_repeat is not None:
+            return self.summary.best_repeat
+        return self.steps[0].repeat if self.steps else None
+
+
+class BundleError(ValueError):
+    """A directory that is not a readable bundle; the message says why."""
+
+
+def read_bundle(directory: Path) -> Bundle:
+    """Read and validate a bundle's JSON files."""
+    try:
+        manifest = Manifest.model_validate_json((directory / MANIFEST).read_bytes())
+        steps = TypeAdapter(list[StepRecord]).validate_json((directory / STEPS_JSON).read_bytes())
+        summary = Summary.model_validate_json((directory / SUMMARY).read_bytes())
+    except FileNotFoundError as exc:
+        raise BundleError(f"{directory} is not a complete bundle: {exc.filename} is missing"
+                          ) from None
+    except ValueError as exc:
+        raise BundleError(f"{directory}: {exc}") from None
+    return Bundle(directory=directory, manifest=manifest, steps=steps, summary=summary)

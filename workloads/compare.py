@@ -1,0 +1,308 @@
+"""Runs side by side: ``socialbench compare DIR...`` (the first bundle is the baseline).
+
+The comparison the seed documents make between platforms: max rate at the SLA and its
+ratio, p99 at that rate, p99 at the offered rates every run measured and its ratio, and
+energy (and CPU) per request. Each bundle contributes its best repeat (the one its
+headline comes from). Printed as tables, and rendered as ``compare.html`` + PNG + JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib import pyplot as plt
+from matplotlib.ticker import FuncFormatter
+from rich.console import Console
+from rich.table import Table
+
+from socialbench.workloads.bundle import Bundle, read_bundle
+from socialbench.workloads.ramp import format_ms
+from socialbench.workloads.report import log_tick_label
+
+COMPARE_HTML = "compare.html"
+COMPARE_JSON = "compare.json"
+COMPARE_PLOT = "p99-vs-rate.png"
+RATE_DIGITS = 3  # offered rates equal to this many decimals are the same rate
+
+
+@dataclass
+class RunNumbers:
+    """What one bundle contributes to a comparison."""
+
+    bundle: Bundle
+    max_rate_rps: float | None
+    p99_ms: float | None
+    joules_per_request: float | None
+    cpu_ms_per_request: float | None
+    p99_by_rate: dict[float, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.bundle.label
+
+    @property
+    def machine(self) -> str:
+        hardware = self.bundle.manifest.hardware
+        cores = hardware.get("usable_cores") or hardware.get("logical_cores")
+        return f"{hardware.get('cpu_model', '?')} ({cores} cores, {hardware.get('architecture')})"
+
+    @classmethod
+    def of(cls, bundle: Bundle) -> RunNumbers:
+        best = bundle.summary.best
+        p99_by_rate: dict[float, float] = {}
+        for step in bundle.steps_of(bundle.reference_repeat):  # later runs at a rate win
+            p99_by_rate[round(step.offered_rps, RATE_DIGITS)] = step.latency_ms["99"]
+        return cls(
+            bundle=bundle,
+            max_rate_rps=best.max_rate_rps if best else None,
+            p99_ms=best.p99_ms if best else None,
+            joules_per_request=best.joules_per_request if best else None,
+            cpu_ms_per_request=best.cpu_ms_per_request if best else None,
+            p99_by_rate=p99_by_rate,
+        )
+
+
+def ratio(value: float | None, base: float | None) -> float | None:
+    """``value / base``, or None when either is unknown or the base is zero."""
+    if value is None or base is None or base == 0:
+        return None
+    return value / base
+
+
+def format_ratio(value: float | None) -> str:
+    """``1.20x (+20%)``, ``0.66x (-34%)``, or ``—``."""
+    if value is None:
+        return "—"
+    return f"{value:.2f}x ({(value - 1) * 100:+.0f}%)"
+
+
+@dataclass
+class Comparison:
+    runs: list[RunNumbers]
+
+    @property
+    def baseline(self) -> RunNumbers:
+        return self.runs[0]
+
+    @property
+    def common_rates(self) -> list[float]:
+        """Offered rates that every run measured (in its best repeat)."""
+        rates = set(self.runs[0].p99_by_rate)
+        for run in self.runs[1:]:
+            rates &= set(run.p99_by_rate)
+        return sorted(rates)
+
+    def rate_ratio(self, run: RunNumbers) -> float | None:
+        return ratio(run.max_rate_rps, self.baseline.max_rate_rps)
+
+    def p99_ratio(self, run: RunNumbers) -> float | None:
+        return ratio(run.p99_ms, self.baseline.p99_ms)
+
+    def energy_ratio(self, run: RunNumbers) -> float | None:
+        return ratio(run.joules_per_request, self.baseline.joules_per_request)
+
+    def sentence(self, run: RunNumbers) -> str:
+        """The seed documents' phrasing: "20% more req/s at the SLA, p99 34% lower"."""
+        parts = []
+        rates = self.rate_ratio(run)
+        if rates is not None:
+            parts.append(f"{abs(rates - 1):.0%} {'more' if rates >= 1 else 'fewer'} req/s "
+                         "at the SLA")
+        p99 = self.p99_ratio(run)
+        if p99 is not None:
+            parts.append(f"p99 there {abs(p99 - 1):.0%} {'higher' if p99 >= 1 else 'lower'}")
+        energy = self.energy_ratio(run)
+        if energy is not None:
+            parts.append(f"energy per request {abs(energy - 1):.0%} "
+                         f"{'higher' if energy >= 1 else 'lower'}")
+        detail = ", ".join(parts) or "no common answer to compare"
+        return f"{run.label} vs {self.baseline.label}: {detail}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "baseline": self.baseline.label,
+            "runs": [
+                {
+                    "label": run.label,
+                    "directory": str(run.bundle.directory),
+                    "machine": run.machine,
+                    "sla": run.bundle.summary.sla,
+                    "max_rate_rps": run.max_rate_rps,
+                    "max_rate_ratio": self.rate_ratio(run),
+                    "p99_ms": run.p99_ms,
+                    "p99_ratio": self.p99_ratio(run),
+                    "joules_per_request": run.joules_per_request,
+                    "energy_ratio": self.energy_ratio(run),
+                    "cpu_ms_per_request": run.cpu_ms_per_request,
+                    "p99_at_common_rates_ms": {
+                        f"{rate:g}": run.p99_by_rate[rate] for rate in self.common_rates
+                    },
+                    "p99_ratio_at_common_rates": {
+                        f"{rate:g}": ratio(run.p99_by_rate[rate],
+                                           self.baseline.p99_by_rate[rate])
+                        for rate in self.common_rates
+                    },
+                }
+                for run in self.runs
+            ],
+        }
+
+
+def compare(directories: Sequence[Path]) -> Comparison:
+    """Read the bundles (the first is the baseline)."""
+    return Comparison([RunNumbers.of(read_bundle(directory)) for directory in directories])
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.6g}"
+
+
+def _latency(value: float | None) -> str:
+    return "—" if value is None else format_ms(value)
+
+
+def _joules(value: float | None) -> str:
+    return "unavailable" if value is None else f"{value:.3g} J"
+
+
+def headline_rows(comparison: Comparison) -> list[list[str]]:
+    """Rows of the headline table (the same printed and rendered)."""
+    return [
+        [
+            run.label, run.machine, " / ".join(run.bundle.summary.sla),
+            _rate(run.max_rate_rps), format_ratio(comparison.rate_ratio(run)),
+            _latency(run.p99_ms), format_ratio(comparison.p99_ratio(run)),
+            _joules(run.joules_per_request), format_ratio(comparison.energy_ratio(run)),
+            "—" if run.cpu_ms_per_request is None else f"{run.cpu_ms_per_request:.3g}",
+        ]
+        for run in comparison.runs
+    ]
+
+
+HEADLINE_COLUMNS = ["run", "machine", "SLA", "max req/s at SLA", "ratio", "p99 there", "ratio",
+                    "energy / request", "ratio", "CPU ms / request"]
+
+
+def common_rate_rows(comparison: Comparison) -> list[list[str]]:
+    base = comparison.baseline
+    rows = []
+    for rate in comparison.common_rates:
+        row = [_rate(rate)]
+        for run in comparison.runs:
+            row.append(_latency(run.p99_by_rate[rate]))
+            if run is not base:
+                row.append(format_ratio(ratio(run.p99_by_rate[rate], base.p99_by_rate[rate])))
+        rows.append(row)
+    return rows
+
+
+def common_rate_columns(comparison: Comparison) -> list[str]:
+    columns = ["offered req/s"]
+    for run in comparison.runs:
+        columns.append(f"p99 {run.label}")
+        if run is not comparison.baseline:
+            columns.append("ratio")
+    return columns
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    """The comparison as tables and one sentence per run."""
+    table = Table(*HEADLINE_COLUMNS, title=f"Baseline: {comparison.baseline.label}")
+    for row in headline_rows(comparison):
+        table.add_row(*row)
+    console.print(table)
+    if comparison.common_rates:
+        rates = Table(*common_rate_columns(comparison), title="p99 at the rates every run offered")
+        for row in common_rate_rows(comparison):
+            rates.add_row(*row)
+        console.print(rates)
+    else:
+        console.print("No offered rate is common to every run (compare with the same "
+                      "--start-rate and --step).")
+    for run in comparison.runs[1:]:
+        console.print(comparison.sentence(run))
+
+
+def plot_p99(comparison: Comparison, path: Path) -> None:
+    figure, axis = plt.subplots(figsize=(8, 4.8))
+    for run in comparison.runs:
+        rates = sorted(run.p99_by_rate)
+        line = axis.plot(rates, [run.p99_by_rate[r] for r in rates], marker="o", markersize=4,
+                         label=run.label)[0]
+        if run.max_rate_rps is not None:
+            axis.axvline(run.max_rate_rps, color=line.get_color(), linestyle=":", linewidth=1)
+    thresholds = {(s.key, s.threshold_ms) for run in comparison.runs
+                  for s in run.bundle.manifest.config.slas}
+    for key, threshold in sorted(thresholds):
+        axis.axhline(threshold, color="tab:red", linestyle="--", linewidth=1,
+                     label=f"SLA {key} <= {format_ms(threshold)}")
+    axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(FuncFormatter(log_tick_label))
+    axis.yaxis.set_minor_formatter(FuncFormatter(log_tick_label))
+    axis.set_xlabel("offered rate (req/s)")
+    axis.set_ylabel("p99 latency (ms)")
+    axis.set_title("p99 vs offered rate (dotted: each run's max rate at its SLA)")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _html_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_comparison(comparison: Comparison, directory: Path) -> Path:
+    """compare.html (plot embedded), the plot as PNG, and compare.json in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    plot_p99(comparison, directory / COMPARE_PLOT)
+    (directory / COMPARE_JSON).write_text(json.dumps(comparison.to_json(), indent=2))
+    image = base64.b64encode((directory / COMPARE_PLOT).read_bytes()).decode()
+    sentences = "".join(f"<li>{html.escape(comparison.sentence(r))}</li>"
+                        for r in comparison.runs[1:])
+    sources = "".join(
+        f"<li>{html.escape(r.label)}: <a href=\"{html.escape(str(r.bundle.directory.resolve()))}"
+        f"/report.html\">{html.escape(str(r.bundle.directory))}</a></li>"
+        for r in comparison.runs
+    )
+    rates = (_html_table(common_rate_columns(comparison), common_rate_rows(comparison))
+             if comparison.common_rates else "<p>No offered rate is common to every run.</p>")
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>socialbench compare</title>
+<style>body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; }}
+table {{ border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }}
+th, td {{ border: 1px solid #ddd; padding: 0.3em 0.6em; }} th {{ background: #f4f4f4; }}
+img {{ max-width: 100%; }}</style></head><body>
+<h1>socialbench compare</h1>
+<p>Baseline: <b>{html.escape(comparison.baseline.label)}</b>; ratios are run / baseline.
+Each run contributes its best repeat. {datetime.now(UTC):%Y-%m-%d %H:%M UTC}</p>
+<ul>{sentences}</ul>
+<h2>Max rate at the SLA</h2>
+{_html_table(HEADLINE_COLUMNS, headline_rows(comparison))}
+<h2>p99 at the rates every run offered</h2>
+{rates}
+<figure><img src="data:image/png;base64,{image}" alt="p99 vs offered rate"
+  data-file="{COMPARE_PLOT}"><figcaption><a href="{COMPARE_PLOT}">{COMPARE_PLOT}</a>
+</figcaption></figure>
+<h2>Bundles</h2><ul>{sources}</ul>
+</body></html>
+"""
+    path = directory / COMPARE_HTML
+    path.write_text(page)
+    return path

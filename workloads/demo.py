@@ -1,0 +1,106 @@
+"""``socialbench demo``: the README's main command in a few minutes (what ``make demo`` runs).
+
+A fresh local stack, the default synthetic graph (socfb-Reed98's shape) seeded with a
+few posts per user, a quick SLA ramp of the mixed workload against it, and the report.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from socialbench.workloads.bundle import Dataset
+from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.driver.cli import parse_duration
+from socialbench.workloads.driver.config import (
+    DEFAULT_CONNECTIONS,
+    DEFAULT_TIMEOUT_S,
+    default_processes,
+)
+from socialbench.workloads.ramp import RampConfig, Sla
+from socialbench.workloads.ramp_command import (
+    PSUTIL_SOURCE,
+    QUICK,
+    DataDir,
+    RampJob,
+    SetupError,
+    execute,
+    local_stack_sampler,
+    print_headline,
+    restart_fresh,
+    seed_graph,
+)
+
+GRAPH = "synthetic"
+USERS = 962  # the synthetic graph's default size
+WORKLOAD = "mixed"
+
+
+def demo(
+    data_dir: DataDir = Path(".socialbench"),
+    results_dir: Annotated[Path, typer.Option(help="Where the bundle goes.")] = Path("results"),
+    posts_per_user: Annotated[int, typer.Option(min=0, help="Each user composes 0..N posts.")]
+    = 3,
+    start_rate: Annotated[float, typer.Option(min=1, help="First step, req/s.")] = 100.0,
+    step: Annotated[float, typer.Option(min=1, help="Added each step, req/s.")] = 100.0,
+    max_steps: Annotated[int, typer.Option(min=1, help="Ramp steps at most.")] = 8,
+    # 10-second steps are too short for an overload's backlog to reach the usual 2 s.
+    sla: Annotated[str, typer.Option(help="The SLA, e.g. p99=2s.")] = "p99=500ms",
+    keep_running: Annotated[bool, typer.Option(
+        help="Leave the stack running afterwards (default: stop it).")] = False,
+) -> None:
+    """Fresh stack, seeded graph, a quick ramp of the mixed workload, and its report."""
+    from socialbench.stack import commands as stack_commands
+
+    console = Console(highlight=False)
+    started = time.monotonic()
+
+    def stage(number: int, title: str) -> None:
+        console.rule(f"[bold]{number}/4 {title}[/]  ({time.monotonic() - started:.0f} s)")
+
+    try:
+        stage(1, "starting the local stack with empty stores")
+        config = restart_fresh(data_dir)
+        stage(2, f"seeding the {GRAPH} graph ({USERS} users, up to {posts_per_user} posts each)")
+        graph = seed_graph(config.url, GRAPH, posts_per_user, seed_value=1)
+        stage(3, f"quick SLA ramp of the {WORKLOAD} workload")
+        load = LoadConfig(
+            url=config.url, workload=WORKLOAD, users=USERS, rate=start_rate,
+            duration_s=parse_duration(QUICK["step_duration"]),
+            warmup_s=parse_duration(QUICK["warmup"]),
+            distribution=Distribution.EXPONENTIAL, connections=DEFAULT_CONNECTIONS,
+            max_connections=None, processes=min(default_processes(), 2),
+            timeout_s=DEFAULT_TIMEOUT_S, seed=secrets.randbits(32), absolute_form=True,
+        )
+        ramp_config = RampConfig(
+            load=load, start_rate=start_rate, step_rate=step,
+            step_duration_s=load.duration_s, warmup_s=load.warmup_s,
+            slas=(Sla.parse(sla),), max_steps=max_steps,
+            pause_s=parse_duration(QUICK["pause"]),
+            # On a small machine the driver shares the cores with the stack; its
+            # saturation is recorded and shown in the report rather than ending the demo.
+            stop_on_saturation=False,
+        )
+        job = RampJob(
+            config=ramp_config, label=f"demo-{WORKLOAD}", results_dir=results_dir,
+            sampler=local_stack_sampler(data_dir, config.url), resources_source=PSUTIL_SOURCE,
+            dataset=Dataset(fresh=True, graph=graph, users=USERS,
+                            posts_per_user=posts_per_user, seed=1),
+        )
+        result = execute(job, console)
+        stage(4, "result")
+        print_headline(result, console)
+        console.print(f"Took {time.monotonic() - started:.0f} s. Compare with another run: "
+                      f"socialbench compare {result.directory} <other bundle>")
+    except SetupError as exc:
+        console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        if not keep_running:
+            console.print("Stopping the stack (--keep-running leaves it up).")
+            stack_commands.down(data_dir)

@@ -1,0 +1,116 @@
+"""``socialbench load``: the command line of the open-loop driver."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from socialbench.workloads.driver.config import (
+    DEFAULT_CONNECTIONS,
+    DEFAULT_TIMEOUT_S,
+    Distribution,
+    LoadConfig,
+    default_processes,
+)
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``500ms``, ``30s``, ``5m``, ``1h`` or a bare number of seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|)\s*", text)
+    if match is None:
+        raise typer.BadParameter(f"{text!r} is not a duration like 500ms, 30s, 5m or 1h")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def load(
+    url: Annotated[str, typer.Argument(help="Target, e.g. http://127.0.0.1:8080 (plain http).")],
+    rate: Annotated[float, typer.Option("--rate", "-R", help="Requests per second, in total.")],
+    duration: Annotated[str, typer.Option("--duration", "-d", help="Measured time.")] = "30s",
+    warmup: Annotated[str, typer.Option(help="Load sent first, left out of the results.")] = "0s",
+    workload: Annotated[
+        str,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="url (GET the URL), compose-post, read-home-timeline, read-user-timeline, "
+            "mixed (60/30/10), or path.py:Name.",
+        ),
+    ] = "url",
+    users: Annotated[int, typer.Option(help="Social-network users: ids in [0, users).")] = 962,
+    distribution: Annotated[
+        Distribution, typer.Option("--distribution", "-D", help="Inter-arrival times.")
+    ] = Distribution.EXPONENTIAL,
+    connections: Annotated[
+        int, typer.Option("--connections", "-c", help="Connections (the start, if growing).")
+    ] = DEFAULT_CONNECTIONS,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(help="Grow the pool on demand up to this many; beyond, drop and count."),
+    ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option("--processes", "-P", help="Driver processes (default: the cores available)."),
+    ] = None,
+    timeout: Annotated[str, typer.Option(help="Per request, from its send.")] = (
+        f"{DEFAULT_TIMEOUT_S:g}s"
+    ),
+    seed: Annotated[int | None, typer.Option(help="Seed of every random draw.")] = None,
+    absolute_form: Annotated[
+        bool,
+        typer.Option(
+            "--absolute-form/--origin-form",
+            help="Request line with http://host:port/path (as wrk2's Lua scripts) or /path.",
+        ),
+    ] = True,
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="Write the full result, histograms included.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live line.")] = False,
+) -> None:
+    """Open-loop load at a fixed rate (wrk2-style): latency from each request's intended time."""
+    from pydantic import ValidationError
+
+    from socialbench.workloads.core import WorkloadError, load_workload
+    from socialbench.workloads.driver.report import describe, live_line, print_summary
+    from socialbench.workloads.driver.runner import DriverError, run_load
+
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        config = LoadConfig(
+            url=url,
+            rate=rate,
+            duration_s=parse_duration(duration),
+            warmup_s=parse_duration(warmup),
+            workload=workload,
+            users=users,
+            distribution=distribution,
+            connections=connections,
+            max_connections=max_connections,
+            processes=processes or min(default_processes(), connections),
+            timeout_s=parse_duration(timeout),
+            seed=seed if seed is not None else secrets.randbits(32),
+            absolute_form=absolute_form,
+        )
+        load_workload(config.workload, users=config.users, path=config.target.path)
+    except (ValidationError, WorkloadError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+    console.print(describe(config))
+    on_second = None if quiet else (lambda second: console.print(live_line(second)))
+    try:
+        result = run_load(config, on_second)
+    except DriverError as exc:
+        console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(1) from None
+    print_summary(result, console)
+    if json_file is not None:
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+        json_file.write_text(result.model_dump_json(indent=2))
+        console.print(f"  Result written to {json_file}")

@@ -1,0 +1,191 @@
+"""``run_load``: start the worker processes, start them together, collect and merge.
+
+The parent sends no load itself: it starts P workers (``python -m
+socialbench.workloads.driver``, each with R/P of the rate and its share of the
+connections), waits until every one has connected, gives them one common start time
+(``perf_counter_ns`` is the system-wide monotonic clock on Linux), merges their
+per-second reports into the live timeline, and their final reports into a
+:class:`LoadResult`. Workers are plain subprocesses talking over a socket pair, so the
+caller's ``__main__`` is never re-imported and any caller (a CLI, a ramp, a test) works.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+from pathlib import Path
+
+import socialbench
+from socialbench.workloads.driver.config import LoadConfig
+from socialbench.workloads.driver.result import (
+    HostInfo,
+    LoadResult,
+    SecondStats,
+    build_result,
+    merge_seconds,
+)
+from socialbench.workloads.driver.worker import SecondReport, WorkerReport
+
+START_MARGIN_S = 0.1  # between sending the start time and the start, for every worker to get it
+READY_TIMEOUT_S = 60.0  # starting Python, importing and connecting
+FINISH_GRACE_S = 30.0  # beyond warm-up + duration + timeout before workers count as hung
+
+SecondCallback = Callable[[SecondStats], None]
+
+
+class DriverError(RuntimeError):
+    """The driver could not run (a worker could not connect, failed, died or hung)."""
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: subprocess.Popen[bytes]
+    pipe: Pipe
+
+    def describe_exit(self) -> str:
+        try:
+            code = self.process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        return f"driver process {self.index} closed its pipe (exit code {code})"
+
+
+def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> LoadResult:
+    """Run one open-loop load and return its merged result.
+
+    Blocks for about ``warmup_s + duration_s`` (plus up to ``timeout_s`` while the last
+    requests drain, plus about a second to start the processes). ``on_second`` is called
+    in this process with each second's merged stats, for a live display. A ``seed`` of
+    ``None`` is replaced by a random one, kept in ``result.config``. Raises
+    :class:`DriverError` when the target refuses every connection at the start or a
+    worker fails.
+    """
+    if config.seed is None:
+        config = config.model_copy(update={"seed": secrets.randbits(32)})
+    host = HostInfo.now()
+    workers: list[_Worker] = []
+    try:
+        payload = config.model_dump_json()
+        for index in range(config.processes):
+            workers.append(_start_worker(index))
+        for worker in workers:
+            worker.pipe.send(("config", payload))
+        _await_ready(workers)
+        start_ns = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
+        started_at = datetime.now(UTC) + timedelta(seconds=START_MARGIN_S)
+        for worker in workers:
+            worker.pipe.send(("start", start_ns))
+        reports, timeline = _collect(workers, config, on_second)
+        elapsed_s = (time.perf_counter_ns() - start_ns) / 1e9
+    except BaseException:
+        _stop(workers, wait_s=0.0)
+        raise
+    _stop(workers, wait_s=5.0)
+    host = host.model_copy(update={"loadavg_end": os.getloadavg()})
+    return build_result(
+        config, reports, timeline, started_at=started_at, elapsed_s=elapsed_s, host=host
+    )
+
+
+def _start_worker(index: int) -> _Worker:
+    parent_end, child_end = socket.socketpair()
+    # The workers import the very socialbench this process runs, wherever the current
+    # directory or the installed copy points.
+    source_root = str(Path(socialbench.__file__).resolve().parent.parent)
+    pythonpath = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
+    with child_end:
+        fd = child_end.fileno()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "socialbench.workloads.driver", str(fd), str(index)],
+            pass_fds=(fd,),
+            env={**os.environ, "PYTHONPATH": pythonpath},
+        )
+    return _Worker(index, process, Pipe(parent_end.detach()))
+
+
+def _receive(worker: _Worker) -> tuple[str, object]:
+    try:
+        message: tuple[str, object] = worker.pipe.recv()
+    except (EOFError, ConnectionError):
+        raise DriverError(worker.describe_exit()) from None
+    if message[0] == "error":
+        raise DriverError(str(message[1]))
+    return message
+
+
+def _await_ready(workers: list[_Worker]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    waiting = {worker.pipe: worker for worker in workers}
+    while waiting:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DriverError(f"{len(waiting)} driver processes not ready in {READY_TIMEOUT_S} s")
+        for pipe in wait(list(waiting), remaining):
+            kind, _ = _receive(waiting[pipe])  # type: ignore[index]
+            if kind != "ready":
+                raise DriverError(f"unexpected {kind!r} from a driver process before the start")
+            del waiting[pipe]  # type: ignore[arg-type]
+
+
+def _collect(
+    workers: list[_Worker], config: LoadConfig, on_second: SecondCallback | None
+) -> tuple[list[WorkerReport], list[SecondStats]]:
+    run_s = config.warmup_s + config.duration_s + config.timeout_s + START_MARGIN_S
+    deadline = time.monotonic() + run_s + FINISH_GRACE_S
+    running = {worker.pipe: worker for worker in workers}
+    reports: list[WorkerReport] = []
+    pending: dict[int, list[SecondReport]] = {}
+    timeline: list[SecondStats] = []
+
+    def _emit(stats: SecondStats) -> None:
+        timeline.append(stats)
+        if on_second is not None:
+            on_second(stats)
+
+    while running:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DriverError(f"driver processes still running {FINISH_GRACE_S} s after the end")
+        for pipe in wait(list(running), remaining):
+            kind, body = _receive(running[pipe])  # type: ignore[index]
+            if kind == "result":
+                assert isinstance(body, WorkerReport)
+                reports.append(body)
+                del running[pipe]  # type: ignore[arg-type]
+            elif kind == "second":
+                assert isinstance(body, SecondReport)
+                seconds = pending.setdefault(body.second, [])
+                seconds.append(body)
+                if len(seconds) == len(workers):
+                    _emit(merge_seconds(pending.pop(body.second), config.warmup_s))
+    # The last second of a worker that finished draining earlier than the others.
+    for second in sorted(pending):
+        _emit(merge_seconds(pending[second], config.warmup_s))
+    reports.sort(key=lambda r: r.worker)
+    return reports, timeline
+
+
+def _stop(workers: list[_Worker], wait_s: float) -> None:
+    """Let finished workers exit (up to ``wait_s``), terminate the rest."""
+    deadline = time.monotonic() + wait_s
+    for worker in workers:
+        try:
+            worker.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            worker.process.terminate()
+            try:
+                worker.process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+                worker.process.wait()
+        worker.pipe.close()

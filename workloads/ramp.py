@@ -1,0 +1,509 @@
+"""The SLA ramp: the highest offered rate at which a target holds a latency SLA.
+
+The procedure of the DeathStarBench papers and seeds, with wrk2 replaced by the open-loop
+driver: offer ``start_rate`` for one step (warm-up, then the measured duration), raise the
+rate by ``step_rate`` and repeat, and stop at the first step that fails:
+
+- a latency percentile above its SLA threshold (``--sla p99=2s``; several may be given),
+- achieved below ``min_achieved_ratio`` of the realised schedule (the offered rate as the
+  arrival process drew it, so a Poisson count's variance is not taken for a shortfall),
+- errors above ``max_error_ratio`` of the requests,
+- the driver reporting its own result untrustworthy (``saturated``).
+
+The answer is the last passing step. With ``refine`` the rate is then bisected between
+the last passing and the first failing rate down to ``resolution``, and the answer is
+confirmed by one longer run (latency under load is not monotonic in the rate; MLPerf's
+server scenario does the same); if that run fails, the next lower passing rate is tried.
+``repeat`` runs the whole ramp again (after ``reset``, e.g. a fresh, re-seeded stack) and
+the repeats' answers give the best, the median and the coefficient of variation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
+from socialbench.workloads.energy import EnergyMeter, EnergyReading
+from socialbench.workloads.resources import ComponentUsage, ResourceSampler
+
+DEFAULT_SLA = "p99=2s"
+STARTUP_S = 1.0  # starting the driver's processes, for time-left estimates
+MAX_CONFIRM_ATTEMPTS = 3
+
+_SLA_PATTERN = re.compile(
+    r"\s*p(?P<percentile>\d+(?:\.\d+)?)\s*(?:<=|=|<)\s*(?P<value>\d+(?:\.\d*)?|\.\d+)\s*"
+    r"(?P<unit>us|µs|ms|s)?\s*"
+)
+_UNIT_MS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0, None: 1.0}
+
+
+def format_ms(ms: float, digits: int = 3) -> str:
+    """A latency for people: 850 µs, 12.3 ms, 2 s (``digits`` significant digits)."""
+    if ms < 1:
+        return f"{ms * 1000:.{digits}g} µs"
+    if ms < 1000:
+        return f"{ms:.{digits}g} ms"
+    return f"{ms / 1000:.{digits}g} s"
+
+
+class Sla(BaseModel):
+    """A latency percentile and the most it may be, e.g. p99 <= 2 s."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    percentile: float = Field(gt=0, le=100)
+    threshold_ms: float = Field(gt=0)
+
+    @classmethod
+    def parse(cls, text: str) -> Sla:
+        """``p99=2s``, ``p99.9<=50ms``, ``p50=800us`` (a bare number is milliseconds)."""
+        match = _SLA_PATTERN.fullmatch(text)
+        if match is None:
+            raise ValueError(f"{text!r} is not an SLA like p99=2s, p99.9=50ms or p50<=800us")
+        threshold = float(match["value"]) * _UNIT_MS[match["unit"]]
+        return cls(percentile=float(match["percentile"]), threshold_ms=threshold)
+
+    @property
+    def key(self) -> str:
+        """``p99``, ``p99.9``: the name of the percentile."""
+        return f"p{self.percentile:g}"
+
+    def __str__(self) -> str:
+        return f"{self.key} <= {format_ms(self.threshold_ms)}"
+
+
+class StopReason(StrEnum):
+    """Why a step failed, or why a ramp stopped."""
+
+    SLA = "sla"  # a latency percentile above its threshold
+    ACHIEVED = "achieved"  # achieved below the minimum share of the offered rate
+    ERRORS = "errors"  # errors above the maximum share of the requests
+    SATURATED = "driver-saturated"  # the driver says its result is not to be trusted
+    MAX_RATE = "max-rate"  # the configured maximum rate held the SLA
+    MAX_STEPS = "max-steps"  # the configured number of steps held the SLA
+    DRIVER_ERROR = "driver-error"  # the driver could not run (target down, worker died)
+    INTERRUPTED = "interrupted"  # stopped by the user
+
+
+class Phase(StrEnum):
+    """Which part of the procedure a step belongs to."""
+
+    RAMP = "ramp"
+    REFINE = "refine"
+    CONFIRM = "confirm"
+
+
+class RampConfig(BaseModel):
+    """The whole procedure. ``load`` is the driver's configuration of every step; its
+    ``rate``, ``duration_s`` and ``warmup_s`` (and its ``seed``, derived) are set per step."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    load: LoadConfig
+    start_rate: float = Field(default=1000.0, gt=0, description="Offered req/s of the first step.")
+    step_rate: float = Field(default=500.0, gt=0, description="Added to the rate after each step.")
+    step_duration_s: float = Field(default=300.0, gt=0, description="Measured time of each step.")
+    warmup_s: float = Field(default=30.0, ge=0, description="Load sent before each step's window.")
+    slas: tuple[Sla, ...] = Field(default=(Sla.parse(DEFAULT_SLA),), min_length=1)
+    max_error_ratio: float = Field(default=0.01, ge=0, le=1)
+    min_achieved_ratio: float = Field(default=0.95, gt=0, le=1)
+    stop_on_saturation: bool = Field(default=True, description="A saturated driver fails the step.")
+    max_rate: float | None = Field(default=None, gt=0, description="Never offer more than this.")
+    max_steps: int = Field(default=50, ge=1, description="Ramp steps per repeat at most.")
+    refine: bool = False
+    resolution_rps: float | None = Field(default=None, gt=0, description="Default: step_rate / 10.")
+    confirm_duration_s: float | None = Field(default=None, gt=0, description="Default: 2 steps.")
+    repeat: int = Field(default=1, ge=1)
+    pause_s: float = Field(default=2.0, ge=0, description="Idle between steps (the target drains).")
+
+    @property
+    def resolution(self) -> float:
+        return self.resolution_rps or self.step_rate / 10
+
+    @property
+    def confirm_duration(self) -> float:
+        return self.confirm_duration_s or 2 * self.step_duration_s
+
+    @property
+    def seed(self) -> int:
+        """The seed step seeds derive from (fixed in :meth:`Ramp.__init__` when None)."""
+        return self.load.seed or 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a step passed, and if not every criterion it failed, most telling first."""
+
+    failures: tuple[StopReason, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def sla_values_ms(result: LoadResult, slas: Sequence[Sla]) -> dict[str, float]:
+    """Each SLA's percentile of the step's latency (from the intended send time), in ms."""
+    return {sla.key: result.latency.percentile_us(sla.percentile) / 1000 for sla in slas}
+
+
+def judge_step(result: LoadResult, config: RampConfig) -> Verdict:
+    """Apply the stop criteria to one step's result."""
+    failures: list[StopReason] = []
+    reasons: list[str] = []
+    values = sla_values_ms(result, config.slas)
+    broken = [sla for sla in config.slas if values[sla.key] > sla.threshold_ms]
+    if broken:
+        failures.append(StopReason.SLA)
+        # Every digit the histogram has (µs), so 500.2 ms does not read as "500 ms > 500 ms".
+        reasons.extend(f"{s.key} {format_ms(values[s.key], digits=7)} breaks the SLA {s}"
+                       for s in broken)
+    expected = result.scheduled_rps or result.offered_rps
+    if result.achieved_rps < config.min_achieved_ratio * expected:
+        failures.append(StopReason.ACHIEVED)
+        reasons.append(
+            f"achieved {result.achieved_rps:,.1f} req/s is below {config.min_achieved_ratio:.0%} "
+            f"of the {expected:,.1f} req/s offered"
+        )
+    if result.error_ratio > config.max_error_ratio:
+        failures.append(StopReason.ERRORS)
+        reasons.append(
+            f"{result.errors.total:,} errors ({result.error_ratio:.2%} of the requests) exceed "
+            f"{config.max_error_ratio:.2%}"
+        )
+    if result.saturated and config.stop_on_saturation:
+        failures.append(StopReason.SATURATED)
+        reasons.append("the driver reports itself saturated: " + "; ".join(result.warnings[:1]))
+    return Verdict(tuple(failures), tuple(reasons))
+
+
+@dataclass
+class StepPlan:
+    """A step about to run."""
+
+    repeat: int
+    repeats: int
+    index: int
+    phase: Phase
+    load: LoadConfig
+    runs_left: int | None = None  # planned runs after this one in this repeat, when known
+
+    @property
+    def expected_s(self) -> float:
+        return STARTUP_S + self.load.warmup_s + self.load.duration_s
+
+
+@dataclass
+class Usage:
+    """CPU and memory of the target's processes over one step, or why they are unknown."""
+
+    components: list[ComponentUsage] | None
+    note: str = ""
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        if self.components is None:
+            return None
+        return sum(c.cpu_seconds for c in self.components)
+
+
+@dataclass
+class StepRun:
+    """One step: what the driver measured, the target's resources and energy, the verdict."""
+
+    repeat: int
+    index: int
+    phase: Phase
+    result: LoadResult
+    verdict: Verdict
+    sla_values_ms: dict[str, float]
+    usage: Usage
+    energy: EnergyReading
+    span_s: float  # wall time the resources and energy were measured over
+    responses_in_span: int  # every response in that time, warm-up included
+
+    @property
+    def rate(self) -> float:
+        return self.result.offered_rps
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    @property
+    def name(self) -> str:
+        """A file-name stem: ``r1-s03-ramp-2000rps``."""
+        return f"r{self.repeat}-s{self.index:02d}-{self.phase.value}-{self.rate:g}rps"
+
+
+@dataclass
+class RampRun:
+    """One repeat of the whole ramp."""
+
+    repeat: int
+    steps: list[StepRun] = field(default_factory=list)
+    stop_reason: StopReason = StopReason.MAX_STEPS
+    stop_detail: str = ""
+    answer: StepRun | None = None  # the step whose rate and latency are the answer
+    refined: bool = False
+    confirmed: bool | None = None  # None: no confirmation was asked for
+
+    @property
+    def max_rate_rps(self) -> float | None:
+        return self.answer.rate if self.answer else None
+
+
+@dataclass
+class RampOutcome:
+    """Every repeat, and the statistics of their answers."""
+
+    runs: list[RampRun]
+
+    @property
+    def answers(self) -> list[float]:
+        """Each finished repeat's maximum rate at the SLA (0 where no tested rate held it)."""
+        return [run.max_rate_rps or 0.0 for run in self.runs
+                if run.stop_reason is not StopReason.INTERRUPTED]
+
+    @property
+    def best(self) -> RampRun | None:
+        """The repeat with the highest answer (the lowest p99 among equals)."""
+        held = [(run.answer.rate, -run.answer.result.latency.p99_ms, run)
+                for run in self.runs if run.answer is not None]
+        if not held:
+            return None
+        return max(held, key=lambda item: item[:2])[2]
+
+    @property
+    def median_rps(self) -> float | None:
+        return statistics.median(self.answers) if self.answers else None
+
+    @property
+    def coefficient_of_variation(self) -> float | None:
+        """Sample standard deviation over mean of the answers (None below two repeats)."""
+        answers = self.answers
+        if len(answers) < 2 or statistics.mean(answers) == 0:
+            return None
+        return statistics.stdev(answers) / statistics.mean(answers)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(run.stop_reason is StopReason.INTERRUPTED for run in self.runs)
+
+
+class RampObserver:
+    """Hooks called while the ramp runs (a live view, a bundle writer). All optional."""
+
+    def repeat_started(self, repeat: int, repeats: int) -> None: ...
+
+    def step_started(self, plan: StepPlan) -> None: ...
+
+    def second(self, stats: SecondStats) -> None: ...
+
+    def step_finished(self, step: StepRun) -> None: ...
+
+    def repeat_finished(self, run: RampRun) -> None: ...
+
+    def note(self, message: str) -> None: ...
+
+
+SamplerFactory = Callable[[], tuple[ResourceSampler | None, str]]
+ResetHook = Callable[[int], None]
+
+
+def no_sampler() -> tuple[ResourceSampler | None, str]:
+    return None, "no process list of the target was given"
+
+
+class Ramp:
+    """Runs a :class:`RampConfig` against its target, telling ``observers`` as it goes."""
+
+    def __init__(
+        self,
+        config: RampConfig,
+        *,
+        sampler: SamplerFactory = no_sampler,
+        power_cmd: str | None = None,
+        reset: ResetHook | None = None,
+        observers: Sequence[RampObserver] = (),
+    ) -> None:
+        if config.load.seed is None:
+            config = config.model_copy(
+                update={"load": config.load.model_copy(update={"seed": secrets.randbits(32)})}
+            )
+        self.config = config
+        self.sampler = sampler
+        self.power_cmd = power_cmd
+        self.reset = reset
+        self.observers = list(observers)
+        self._runs_started = 0
+
+    def run(self) -> RampOutcome:
+        """Every repeat; stops early (keeping what was measured) on Ctrl-C."""
+        runs: list[RampRun] = []
+        for repeat in range(1, self.config.repeat + 1):
+            for observer in self.observers:
+                observer.repeat_started(repeat, self.config.repeat)
+            run = RampRun(repeat)
+            runs.append(run)
+            try:
+                if self.reset is not None:
+                    self.reset(repeat)
+                self._ramp(run)
+            except KeyboardInterrupt:
+                run.stop_reason = StopReason.INTERRUPTED
+                run.stop_detail = "stopped by the user"
+                run.answer = None
+            for observer in self.observers:
+                observer.repeat_finished(run)
+            if run.stop_reason is StopReason.INTERRUPTED:
+                break
+        return RampOutcome(runs)
+
+    # ------------------------------------------------------------------ the procedure
+
+    def _ramp(self, run: RampRun) -> None:
+        config = self.config
+        rate = config.start_rate
+        last_pass: StepRun | None = None
+        first_fail: StepRun | None = None
+        while True:
+            if len(run.steps) >= config.max_steps:
+                run.stop_reason = StopReason.MAX_STEPS
+                run.stop_detail = f"{config.max_steps} steps held the SLA (--max-steps)"
+                break
+            step = self._step(run, Phase.RAMP, rate)
+            if step is None:
+                break
+            if not step.passed:
+                first_fail = step
+                run.stop_reason = step.verdict.failures[0]
+                run.stop_detail = f"at {rate:,.6g} req/s: " + "; ".join(step.verdict.reasons)
+                break
+            last_pass = step
+            if config.max_rate is not None and rate >= config.max_rate:
+                run.stop_reason = StopReason.MAX_RATE
+                run.stop_detail = f"{rate:,.6g} req/s (--max-rate) held the SLA"
+                break
+            rate += config.step_rate
+            if config.max_rate is not None:
+                rate = min(rate, config.max_rate)
+        run.answer = last_pass
+        if config.refine and first_fail is not None:
+            self._refine(run, last_pass, first_fail)
+
+    def _refine(self, run: RampRun, last_pass: StepRun | None, first_fail: StepRun) -> None:
+        """Bisect between the last pass (or 0) and the first failure, then confirm."""
+        run.refined = True
+        low = last_pass.rate if last_pass else 0.0
+        high = first_fail.rate
+        while high - low > self.config.resolution:
+            middle = round((low + high) / 2, 3)
+            step = self._step(run, Phase.REFINE, middle, runs_left=self._bisections(low, high))
+            if step is None:
+                return
+            if step.passed:
+                low = middle
+            else:
+                high = middle
+        run.confirmed = False
+        run.answer = None
+        candidates = sorted((s for s in run.steps if s.passed), key=lambda s: -s.rate)
+        tried: list[str] = []
+        for attempt, candidate in enumerate(candidates[:MAX_CONFIRM_ATTEMPTS]):
+            last = attempt == min(len(candidates), MAX_CONFIRM_ATTEMPTS) - 1
+            step = self._step(
+                run, Phase.CONFIRM, candidate.rate, duration_s=self.config.confirm_duration,
+                runs_left=0 if last else None,
+            )
+            if step is None:
+                return
+            if step.passed:
+                run.confirmed = True
+                run.answer = step
+                break
+            tried.append(f"{candidate.rate:,.6g} req/s ({'; '.join(step.verdict.reasons)})")
+        if tried:
+            run.stop_detail += ". Confirmation failed at " + ", ".join(tried)
+        if not candidates:
+            run.stop_detail += ". No tested rate held the SLA"
+
+    def _bisections(self, low: float, high: float) -> int:
+        """Bisection runs after the current one, plus the confirmation."""
+        runs = 0
+        width = (high - low) / 2
+        while width > self.config.resolution:
+            width /= 2
+            runs += 1
+        return runs + 1
+
+    def _step(
+        self,
+        run: RampRun,
+        phase: Phase,
+        rate: float,
+        *,
+        duration_s: float | None = None,
+        runs_left: int | None = None,
+    ) -> StepRun | None:
+        """Run and judge one step; None (with the stop reason set) when the driver failed."""
+        config = self.config
+        load = config.load.model_copy(
+            update={
+                "rate": rate,
+                "duration_s": duration_s or config.step_duration_s,
+                "warmup_s": config.warmup_s,
+                "seed": (config.seed + self._runs_started) % 2**32,
+            }
+        )
+        self._runs_started += 1
+        if run.steps and config.pause_s:
+            time.sleep(config.pause_s)
+        plan = StepPlan(run.repeat, config.repeat, len(run.steps) + 1, phase, load, runs_left)
+        for observer in self.observers:
+            observer.step_started(plan)
+        sampler, usage_note = self.sampler()
+        meter = EnergyMeter(power_cmd=self.power_cmd)
+        started = time.perf_counter()
+        try:
+            with contextlib.ExitStack() as stack:
+                if sampler is not None:
+                    stack.enter_context(sampler)
+                stack.enter_context(meter)
+                result = run_load(load, on_second=self._on_second)
+        except DriverError as exc:
+            run.stop_reason = StopReason.DRIVER_ERROR
+            run.stop_detail = f"at {rate:,.6g} req/s the driver could not run: {exc}"
+            for observer in self.observers:
+                observer.note(f"[red]{run.stop_detail}[/]")
+            return None
+        span_s = time.perf_counter() - started
+        step = StepRun(
+            repeat=run.repeat,
+            index=plan.index,
+            phase=phase,
+            result=result,
+            verdict=judge_step(result, config),
+            sla_values_ms=sla_values_ms(result, config.slas),
+            usage=Usage(sampler.usage if sampler else None, usage_note),
+            energy=meter.reading,
+            span_s=span_s,
+            responses_in_span=sum(second.completed for second in result.timeline),
+        )
+        run.steps.append(step)
+        for observer in self.observers:
+            observer.step_finished(step)
+        return step
+
+    def _on_second(self, stats: SecondStats) -> None:
+        for observer in self.observers:
+            observer.second(stats)

@@ -1,0 +1,313 @@
+"""A bundle's plots (PNG) and its self-contained ``report.html``: ``socialbench report DIR``.
+
+Everything is rebuilt from the bundle's files (steps.json, the HdrHistogram logs,
+manifest.json, summary.json), so a bundle copied elsewhere renders the same report.
+The plots are embedded in the HTML (base64) and also kept beside it as PNG files.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window
+
+import jinja2
+import numpy as np
+from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter
+
+from socialbench.workloads.bundle import (
+    MANIFEST,
+    RAW,
+    RESOURCES_CSV,
+    SCHEMAS,
+    STEPS_CSV,
+    STEPS_JSON,
+    SUMMARY,
+    Bundle,
+    StepRecord,
+    read_bundle,
+    read_histogram_log,
+)
+from socialbench.workloads.ramp import Phase, format_ms
+
+REPORT = "report.html"
+LATENCY_PLOT = "latency-vs-rate.png"
+ACHIEVED_PLOT = "achieved-vs-offered.png"
+SPECTRUM_PLOT = "latency-spectrum.png"
+RESOURCES_PLOT = "cpu-by-component.png"
+DPI = 110
+SPECTRUM_NINES = 6  # the spectrum's x axis goes to 99.9999% at most
+_TEMPLATE = Path(__file__).with_name("report.html.j2")
+_PHASE_MARKERS = {Phase.RAMP: "o", Phase.REFINE: "x", Phase.CONFIRM: "*"}
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A PNG of the bundle: its file name, caption, and bytes as base64 for embedding."""
+
+    file: str
+    title: str
+    caption: str
+    base64: str
+
+
+def log_tick_label(value: float, _: object) -> str:
+    """1, 2, 5, 10, 20, 50…: plain numbers, and only those (minor ticks stay readable)."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** np.floor(np.log10(value))
+    return f"{value:g}" if round(mantissa, 6) in (1.0, 2.0, 5.0) else ""
+
+
+def _plain_log_axis(axis: Any) -> None:
+    """Log-scale latency ticks as plain numbers (50, 100, 200) rather than 10^2."""
+    axis.yaxis.set_major_formatter(FuncFormatter(log_tick_label))
+    axis.yaxis.set_minor_formatter(FuncFormatter(log_tick_label))
+
+
+def _save(figure: Figure, path: Path) -> None:
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+
+
+def _by_rate(steps: Sequence[StepRecord], phase: Phase) -> list[StepRecord]:
+    return sorted((s for s in steps if s.phase is phase), key=lambda s: s.offered_rps)
+
+
+def _mark_answer(axis: Any, bundle: Bundle) -> None:
+    rate = bundle.summary.max_rate_rps
+    if rate is not None:
+        axis.axvline(rate, color="tab:green", linestyle=":", linewidth=1.2,
+                     label=f"max at SLA: {rate:,.6g} req/s")
+
+
+def plot_latency_vs_rate(bundle: Bundle, path: Path) -> None:
+    """Latency percentiles against the offered rate, with the SLA lines."""
+    figure, axis = plt.subplots(figsize=(8, 4.8))
+    reference = bundle.reference_repeat
+    steps = bundle.steps_of(reference)
+    ramp = _by_rate(steps, Phase.RAMP)
+    rates = [s.offered_rps for s in ramp]
+    for key, style in (("50", "-"), ("90", "-"), ("99", "-"), ("99.9", "--")):
+        axis.plot(rates, [s.latency_ms[key] for s in ramp], style, marker="o", markersize=4,
+                  label=f"p{key}")
+    for phase in (Phase.REFINE, Phase.CONFIRM):
+        points = _by_rate(steps, phase)
+        if points:
+            axis.scatter([s.offered_rps for s in points], [s.latency_ms["99"] for s in points],
+                         marker=_PHASE_MARKERS[phase], s=60, color="black", zorder=3,
+                         label=f"p99, {phase.value} runs")
+    for repeat in sorted({s.repeat for s in bundle.steps} - {reference}):
+        other = _by_rate(bundle.steps_of(repeat), Phase.RAMP)
+        axis.plot([s.offered_rps for s in other], [s.latency_ms["99"] for s in other],
+                  color="grey", linewidth=0.8, alpha=0.7, label=f"p99, repeat {repeat}")
+    for sla in bundle.manifest.config.slas:
+        axis.axhline(sla.threshold_ms, color="tab:red", linestyle="--", linewidth=1.2,
+                     label=f"SLA {sla}")
+    _mark_answer(axis, bundle)
+    axis.set_yscale("log")
+    _plain_log_axis(axis)
+    axis.set_xlabel("offered rate (req/s)")
+    axis.set_ylabel("latency from intended send time (ms)")
+    axis.set_title(f"{bundle.label}: latency percentiles vs offered rate (repeat {reference})")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8)
+    _save(figure, path)
+
+
+def plot_achieved_vs_offered(bundle: Bundle, path: Path) -> None:
+    """Achieved against offered rate, with the ideal and the minimum-achieved lines."""
+    figure, axis = plt.subplots(figsize=(8, 4.8))
+    steps = bundle.steps
+    top = max([s.offered_rps for s in steps] + [1.0])
+    axis.plot([0, top], [0, top], color="grey", linewidth=1, label="achieved = offered")
+    minimum = bundle.manifest.config.min_achieved_ratio
+    axis.plot([0, top], [0, minimum * top], color="tab:red", linestyle="--", linewidth=1,
+              label=f"{minimum:.0%} of offered (stop below)")
+    for repeat in sorted({s.repeat for s in steps}):
+        ramp = _by_rate(bundle.steps_of(repeat), Phase.RAMP)
+        axis.plot([s.offered_rps for s in ramp], [s.achieved_rps for s in ramp], marker="o",
+                  markersize=4, label=f"ramp, repeat {repeat}")
+    for phase in (Phase.REFINE, Phase.CONFIRM):
+        points = _by_rate(steps, phase)
+        if points:
+            axis.scatter([s.offered_rps for s in points], [s.achieved_rps for s in points],
+                         marker=_PHASE_MARKERS[phase], s=60, color="black", zorder=3,
+                         label=f"{phase.value} runs")
+    _mark_answer(axis, bundle)
+    axis.set_xlim(left=0)
+    axis.set_ylim(bottom=0)
+    axis.set_xlabel("offered rate (req/s)")
+    axis.set_ylabel("achieved rate (responses/s)")
+    axis.set_title(f"{bundle.label}: achieved vs offered")
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=8)
+    _save(figure, path)
+
+
+def _percentile_label(x: float, _: object) -> str:
+    nines = np.log10(x)
+    if nines < 0.5:
+        return "0%"
+    return f"{100 - 100 / x:.{max(0, round(nines) - 2)}f}%"
+
+
+def plot_latency_spectrum(bundle: Bundle, path: Path) -> None:
+    """Each step's latency by percentile, HdrHistogram style (log axis of 1 / (1 - q))."""
+    figure, axis = plt.subplots(figsize=(8, 4.8))
+    steps = bundle.steps_of(bundle.reference_repeat)
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, max(len(steps), 1)))
+    widest = 1
+    for step, colour in zip(steps, colours, strict=False):
+        histogram = read_histogram_log(bundle.directory / step.histogram_log)
+        count = histogram.get_total_count()
+        if count == 0:
+            continue
+        nines = min(np.log10(count), SPECTRUM_NINES)
+        widest = max(widest, int(np.ceil(nines)))
+        x = np.logspace(0, nines, 200)  # 1 / (1 - q)
+        values = [histogram.get_value_at_percentile(100 - 100 / v) / 1000 for v in x]
+        axis.plot(x, values, color=colour, marker=_PHASE_MARKERS[step.phase], markevery=[-1],
+                  label=f"{step.offered_rps:,.6g} req/s ({step.phase.value})")
+    for sla in bundle.manifest.config.slas:
+        axis.axhline(sla.threshold_ms, color="tab:red", linestyle="--", linewidth=1,
+                     label=f"SLA {sla}")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    _plain_log_axis(axis)
+    axis.xaxis.set_major_locator(FixedLocator([10.0**k for k in range(widest + 1)]))
+    axis.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
+    axis.xaxis.set_minor_locator(FixedLocator([]))
+    axis.set_xlabel("percentile")
+    axis.set_ylabel("latency from intended send time (ms)")
+    axis.set_title(f"{bundle.label}: latency by percentile, each step "
+                   f"(repeat {bundle.reference_repeat})")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
+    _save(figure, path)
+
+
+def plot_cpu_by_component(bundle: Bundle, path: Path) -> bool:
+    """CPU cores used by each component per ramp step (False when never measured)."""
+    steps = [s for s in _by_rate(bundle.steps_of(bundle.reference_repeat), Phase.RAMP)
+             if s.resources.available]
+    if not steps:
+        return False
+    names = sorted({c.name for s in steps for c in s.resources.components})
+    figure, axis = plt.subplots(figsize=(8, 4.8))
+    labels = [f"{s.offered_rps:,.6g}" for s in steps]
+    bottom = np.zeros(len(steps))
+    colours = plt.get_cmap("tab20")(np.linspace(0, 1, max(len(names), 1)))
+    for name, colour in zip(names, colours, strict=False):
+        cores = np.array([
+            next((c.cpu_cores for c in s.resources.components if c.name == name), 0.0)
+            for s in steps
+        ])
+        axis.bar(labels, cores, bottom=bottom, label=name, color=colour)
+        bottom += cores
+    per_request = axis.twinx()
+    per_request.plot(labels, [s.resources.cpu_ms_per_request or 0.0 for s in steps],
+                     color="black", marker="o", label="stack CPU ms per request")
+    per_request.set_ylabel("CPU ms per request (whole stack)")
+    per_request.set_ylim(bottom=0)
+    per_request.legend(loc="upper right", fontsize=8)
+    axis.set_xlabel("offered rate (req/s)")
+    axis.set_ylabel("CPU cores busy (average over the step)")
+    axis.set_title(f"{bundle.label}: where the CPU went")
+    axis.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    _save(figure, path)
+    return True
+
+
+def make_plots(bundle: Bundle) -> list[Plot]:
+    """Every plot of the bundle, written beside it."""
+    directory = bundle.directory
+    made: list[tuple[str, str, str]] = []
+    plot_latency_vs_rate(bundle, directory / LATENCY_PLOT)
+    made.append((LATENCY_PLOT, "Latency percentiles vs offered rate",
+                 "From each request's intended send time (wrk2's method); dashed red: the SLA."))
+    plot_achieved_vs_offered(bundle, directory / ACHIEVED_PLOT)
+    made.append((ACHIEVED_PLOT, "Achieved vs offered rate",
+                 "Responses per second received during each step's measured window."))
+    plot_latency_spectrum(bundle, directory / SPECTRUM_PLOT)
+    made.append((SPECTRUM_PLOT, "Latency spectrum per step",
+                 "HdrHistogram's percentile distribution, from each step's .hlog file."))
+    if plot_cpu_by_component(bundle, directory / RESOURCES_PLOT):
+        made.append((RESOURCES_PLOT, "CPU by component",
+                     "CPU time of each process tree of the stack over each step (warm-up and "
+                     "drain included), as cores busy; line: stack CPU per response."))
+    return [
+        Plot(name, title, caption, base64.b64encode((directory / name).read_bytes()).decode())
+        for name, title, caption in made
+    ]
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.6g}"
+
+
+def _latency(value: float | None) -> str:
+    return "—" if value is None else format_ms(value)
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:,.{digits}g}"
+
+
+def render_html(bundle: Bundle, plots: Sequence[Plot]) -> str:
+    """report.html's text."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATE.parent),
+        autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+    )
+    environment.filters.update(rate=_rate, latency=_latency, mib=_mib, number=_number)
+    reference = bundle.steps_of(bundle.reference_repeat)
+    components = sorted({c.name for s in reference for c in s.resources.components})
+    usage = {
+        (s.name, c.name): c for s in reference for c in s.resources.components
+    }
+    files = [MANIFEST, SUMMARY, STEPS_JSON, STEPS_CSV, RESOURCES_CSV, f"{SCHEMAS}/", f"{RAW}/"]
+    return environment.get_template(_TEMPLATE.name).render(
+        bundle=bundle,
+        manifest=bundle.manifest,
+        summary=bundle.summary,
+        config=bundle.manifest.config,
+        reference=reference,
+        components=components,
+        usage=usage,
+        plots=plots,
+        files=files,
+        config_json=bundle.manifest.config.model_dump_json(indent=2),
+        hardware=bundle.manifest.hardware,
+        software=bundle.manifest.software,
+        git=bundle.manifest.git,
+        command_line=" ".join(bundle.manifest.command_line),
+        dataset=bundle.manifest.dataset,
+        json=json,
+    )
+
+
+def build_report(directory: Path) -> Path:
+    """(Re)build every plot and report.html of the bundle in ``directory``."""
+    bundle = read_bundle(directory)
+    plots = make_plots(bundle)
+    path = directory / REPORT
+    path.write_text(render_html(bundle, plots))
+    return path
