@@ -30,10 +30,15 @@ from socialbench.workloads.resources import ResourceSampler
 
 WORKLOADS = ("read-home-timeline", "read-user-timeline", "compose-post")
 LUA = """
-local requests = {{
+local parts = {{
 {requests}
 }}
+local requests = {{}}
 local i = 0
+-- Formatted in init(): wrk.format needs the thread's host, not known at load time.
+function init(args)
+  for n, p in ipairs(parts) do requests[n] = wrk.format(p[1], p[2], p[3], p[4]) end
+end
 request = function()
   i = i % #requests + 1
   return requests[i]
@@ -42,7 +47,7 @@ end
 
 
 def lua_string(data: bytes) -> str:
-    return '"' + "".join(f"\\{b}" if b < 32 or b in (34, 92) or b > 126 else chr(b)
+    return '"' + "".join(f"\\{b:03d}" if b < 32 or b in (34, 92) or b > 126 else chr(b)
                          for b in data) + '"'
 
 
@@ -56,8 +61,8 @@ def wrk_script(workload_name: str, users: int, count: int, seed: int) -> str:
         headers = "{" + ", ".join(f"[{lua_string(k.encode())}] = {lua_string(v.encode())}"
                                   for k, v in request.headers) + "}"
         body = lua_string(request.body) if request.body is not None else "nil"
-        lines.append(f"  wrk.format({lua_string(request.method.encode())}, "
-                     f"{lua_string(request.path.encode())}, {headers}, {body}),")
+        lines.append(f"  {{{lua_string(request.method.encode())}, "
+                     f"{lua_string(request.path.encode())}, {headers}, {body}}},")
     return LUA.format(requests="\n".join(lines))
 
 
