@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
-from pathlib import Path
 
-import socialbench
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.result import (
     HostInfo,
@@ -99,16 +97,11 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
 
 def _start_worker(index: int) -> _Worker:
     parent_end, child_end = socket.socketpair()
-    # The workers import the very socialbench this process runs, wherever the current
-    # directory or the installed copy points.
-    source_root = str(Path(socialbench.__file__).resolve().parent.parent)
-    pythonpath = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
     with child_end:
         fd = child_end.fileno()
         process = subprocess.Popen(
             [sys.executable, "-m", "socialbench.workloads.driver", str(fd), str(index)],
             pass_fds=(fd,),
-            env={**os.environ, "PYTHONPATH": pythonpath},
         )
     return _Worker(index, process, Pipe(parent_end.detach()))
 

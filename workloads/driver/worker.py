@@ -232,6 +232,12 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
         maintaining.cancel()
         pool.finish()
     ticker.send()
+    return _report(index, stats, pool, in_flight_at_end, cpu_s, sender.waker.precise)
+
+
+def _report(
+    index: int, stats: RunStats, pool: Pool, in_flight_at_end: int, cpu_s: float, precise: bool
+) -> WorkerReport:
     for recorder in (stats.latency, stats.service, stats.send_lag):
         recorder.flush()
     return WorkerReport(
@@ -250,7 +256,7 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
         service_time=encode(stats.service.total),
         send_lag=encode(stats.send_lag.total),
         cpu_s=cpu_s,
-        precise_timer=sender.waker.precise,
+        precise_timer=precise,
     )
 
 
