@@ -58,9 +58,9 @@ class GatewayConfig:
     run_as_root: bool = field(default_factory=lambda: os.geteuid() == 0)
 
 
-def local_addresses(host: str = "127.0.0.1") -> dict[str, list[str]]:
-    """Every service at ``host`` on its registry port."""
-    return {spec.name: [f"{host}:{spec.port}"] for spec in registry.SERVICES}
+def local_addresses(host: str = "127.0.0.1", port_offset: int = 0) -> dict[str, list[str]]:
+    """Every service at ``host`` on its registry port (plus ``port_offset``)."""
+    return {spec.name: [f"{host}:{spec.port + port_offset}"] for spec in registry.SERVICES}
 
 
 def routes() -> list[Route]:

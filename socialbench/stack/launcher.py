@@ -139,9 +139,7 @@ def plan(config: StackConfig) -> list[Component]:
         components.append(Component(spec.name, "service", argv, port, health, service_env))
     conf_path = data / "nginx.conf"
     gateway = nginx.GatewayConfig(
-        service_addresses={
-            spec.name: [f"{config.host}:{config.service_port(spec)}"] for spec in registry.SERVICES
-        },
+        service_addresses=nginx.local_addresses(config.host, config.service_port_offset),
         listen_host=config.host,
         port=config.gateway_port,
         media_port=config.media_port,
