@@ -21,6 +21,9 @@ from socialbench.workloads.driver.http import Connection, State
 from socialbench.workloads.driver.stats import OK_BELOW, Failure, RunStats
 
 clock = time.perf_counter_ns
+# Module constants, not ``State.BUSY`` on the hot path: an Enum member lookup through its
+# class costs about 0.1 µs on Python 3.11, ten times a global's.
+BUSY, IDLE = State.BUSY, State.IDLE
 
 
 class RequestQueue:
@@ -120,7 +123,7 @@ class Pool:
         stats.second_sent += 1
         if measured:
             stats.sent += 1
-        conn.state = State.BUSY
+        conn.state = BUSY
         conn.intended_ns = intended_ns
         conn.measured = measured
         conn.sent_ns = now_ns
@@ -130,7 +133,7 @@ class Pool:
         """Time out requests and connect attempts older than the timeout."""
         limit = now_ns - self.timeout_ns
         for conn in self.slots:
-            if conn.state is State.BUSY and conn.sent_ns < limit:
+            if conn.state is BUSY and conn.sent_ns < limit:
                 self.busy -= 1
                 self.stats.on_failure(Failure.TIMEOUT, conn.measured)
                 conn.abort()
@@ -154,7 +157,7 @@ class Pool:
             self.stats.on_failure(Failure.TIMEOUT, intended_ns >= window_start)
         self.queue.clear()
         for conn in self.slots:
-            if conn.state is State.BUSY:
+            if conn.state is BUSY:
                 self.busy -= 1
                 self.stats.on_failure(Failure.TIMEOUT, conn.measured)
             if conn.state is State.CONNECTING:
@@ -175,7 +178,7 @@ class Pool:
     def on_response(self, conn: Connection, status: int, keep_alive: bool) -> None:
         # The hot path: RunStats.on_response and _next_or_idle are inlined here.
         now = clock()
-        if conn.state is not State.BUSY:  # an answer nobody asked for
+        if conn.state is not BUSY:  # an answer nobody asked for
             conn.abort()
             return
         self.busy -= 1
@@ -202,7 +205,7 @@ class Pool:
             intended_ns, data = self.queue.popleft()
             self._send(conn, data, intended_ns, intended_ns >= stats.window_start_ns, now)
         else:
-            conn.state = State.IDLE
+            conn.state = IDLE
             self.idle.append(conn)
         if now >= self.next_due_ns:
             self.after_response(now)
@@ -211,17 +214,17 @@ class Pool:
 
     def on_broken(self, conn: Connection) -> None:
         """An unparsable response: a read error for the request in flight."""
-        if conn.state is State.BUSY:
+        if conn.state is BUSY:
             self.busy -= 1
             self.stats.on_failure(Failure.READ, conn.measured)
         conn.abort()
         self._check_drained()
 
     def on_lost(self, conn: Connection) -> None:
-        if conn.state is State.BUSY:  # closed or reset under a request
+        if conn.state is BUSY:  # closed or reset under a request
             self.busy -= 1
             self.stats.on_failure(Failure.READ, conn.measured)
-        elif conn.state is State.IDLE:
+        elif conn.state is IDLE:
             self.idle.remove(conn)
         conn.state = State.DOWN
         self.down.append(conn)
@@ -252,7 +255,7 @@ class Pool:
         stats.second_sent += 1
         if measured:
             stats.sent += 1
-        conn.state = State.BUSY
+        conn.state = BUSY
         conn.intended_ns = intended_ns
         conn.measured = measured
         conn.sent_ns = now_ns
@@ -263,7 +266,7 @@ class Pool:
             intended_ns, data = self.queue.popleft()
             self._send(conn, data, intended_ns, intended_ns >= self.stats.window_start_ns, now_ns)
         else:
-            conn.state = State.IDLE
+            conn.state = IDLE
             self.idle.append(conn)
 
     def _open_one(self) -> bool:

@@ -98,15 +98,10 @@ class Sender:
         self.done: asyncio.Future[None] = loop.create_future()
         self.finished = False
         self.waker = Waker(loop, self._wake)
-        pool.after_response = self.poll
+        pool.after_response = self._send_due  # called once a response finds a request due
 
     def start(self) -> None:
         self.waker.wake_by(self.next_ns)
-
-    def poll(self, now_ns: int) -> None:
-        """Send what is due, if anything; called after every response (a free check)."""
-        if now_ns >= self.next_ns:
-            self._send_due(now_ns)
 
     def _wake(self) -> None:
         self._send_due(clock())
