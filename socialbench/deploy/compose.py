@@ -65,6 +65,9 @@ def _service(spec: registry.ServiceSpec) -> dict[str, Any]:
     service = _socialbench(
         stack.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
         env_file=[ENV_FILE],
+        # From the caller's environment: tracing is off unless it sets the endpoint.
+        environment={name: f"${{{name}:-{default}}}"
+                     for name, default in stack.TRACING_DEFAULTS.items()},
         healthcheck={"test": Inline(["CMD", *stack.http_healthcheck(spec.port)]),
                      **HEALTH_TIMING},
         restart="unless-stopped",

@@ -3,11 +3,12 @@
 A service module provides a router and a logic class; :func:`create_service_app`
 gives it settings, store clients and RPC pools (created at start-up, one set per
 worker process), ``/healthz`` (checks the service's stores), ``/stats`` (error
-counters), and one mapping of errors to HTTP answers.
+counters), tracing when an endpoint is set, and one mapping of errors to HTTP answers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -26,6 +27,7 @@ from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.rpc import RPCClient
 from socialbench.runtime.settings import Settings, get_settings
 from socialbench.runtime.stores import STORE_ERRORS, Stores
+from socialbench.runtime.tracing import Tracing, TracingMiddleware
 from socialbench.runtime.web import IncompleteArguments, text
 
 log = logging.getLogger("socialbench")
@@ -62,11 +64,14 @@ def create_service_app(
     """The FastAPI app of service ``name`` with ``router`` and the logic ``logic_factory`` makes."""
     spec = registry.get(name)
     settings = settings or get_settings()
+    tracing = Tracing.from_settings(name, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if tracing is not None:
+            tracing.start()
         stores = Stores.connect(settings, spec.stores)
-        rpc = RPCClient(settings, spec.neighbours)
+        rpc = RPCClient(settings, spec.neighbours, tracer=tracing.tracer if tracing else None)
         context = ServiceContext(spec, settings, stores, rpc)
         app.state.context = context
         app.state.logic = logic_factory(context)
@@ -76,6 +81,9 @@ def create_service_app(
         finally:
             await rpc.close()
             await stores.close()
+            if tracing is not None:
+                # Off the loop: the flush is a blocking export.
+                await asyncio.to_thread(tracing.shutdown)
 
     app = FastAPI(
         title=f"socialbench {name}",
@@ -85,6 +93,8 @@ def create_service_app(
         redoc_url=None,
     )
     app.include_router(router)
+    if tracing is not None:
+        app.add_middleware(TracingMiddleware, tracing=tracing)
     _add_operational_routes(app)
     _add_error_handlers(app)
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from socialbench import registry
@@ -52,6 +53,11 @@ class Settings(BaseSettings):
     jwt_secret: str = "socialbench-login-token-secret-change-me"
     login_token_ttl_s: int = 3600
     upload_max_bytes: int = 16 * 1024 * 1024
+
+    # OTLP/HTTP collector of spans (Jaeger: http://<host>:4318/v1/traces); unset: no tracing.
+    tracing_endpoint: str | None = None
+    # Share of requests traced, decided at the first service a request reaches.
+    tracing_sample_ratio: float = Field(default=0.01, ge=0.0, le=1.0)
 
     def url_of(self, service: str) -> str:
         """Base URL of neighbour ``service``."""

@@ -66,6 +66,16 @@ def test_services_get_the_launchers_environment_names(services: dict[str, Any]) 
         assert host in services, f"{value} names no compose service"
 
 
+def test_tracing_is_off_unless_the_caller_sets_an_endpoint(services: dict[str, Any]) -> None:
+    for spec in registry.SERVICES:
+        environment = services[spec.name]["environment"]
+        assert environment == {
+            "SOCIALBENCH_TRACING_ENDPOINT": "${SOCIALBENCH_TRACING_ENDPOINT:-}",
+            "SOCIALBENCH_TRACING_SAMPLE_RATIO": "${SOCIALBENCH_TRACING_SAMPLE_RATIO:-0.01}",
+        }
+    assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+
+
 def test_start_order_follows_stores_and_neighbours(services: dict[str, Any]) -> None:
     for spec in registry.SERVICES:
         depends_on = services[spec.name].get("depends_on", {})

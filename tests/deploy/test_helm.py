@@ -172,6 +172,20 @@ def test_per_service_values_override_the_defaults(render: Render) -> None:
     assert pod_spec(by_kind(manifests, "Deployment")["text"])["containers"][0]["args"][-1] == "1"
 
 
+def test_tracing_reaches_every_service_only_when_an_endpoint_is_set(render: Render) -> None:
+    endpoint = "http://jaeger-collector:4318/v1/traces"
+    traced = by_kind(render("--set", f"tracing.endpoint={endpoint}",
+                            "--set", "tracing.sampleRatio=0.25"), "Deployment")
+    untraced = by_kind(render(), "Deployment")
+    for spec in registry.SERVICES:
+        env = env_of(pod_spec(traced[spec.name])["containers"][0])
+        assert env["SOCIALBENCH_TRACING_ENDPOINT"] == endpoint, spec.name
+        assert float(env["SOCIALBENCH_TRACING_SAMPLE_RATIO"]) == 0.25
+        assert not set(stack.TRACING_DEFAULTS) & set(
+            env_of(pod_spec(untraced[spec.name])["containers"][0])
+        )
+
+
 def test_unknown_service_in_values_is_refused(helm: str) -> None:
     out = subprocess.run(
         [helm, "template", "sn", str(stack.CHART_DIR), "--kube-version", "1.30.0",

@@ -52,6 +52,14 @@ app.kubernetes.io/name: {{ .name }}
 - name: {{ .urlEnv }}
   value: {{ printf "http://%s:%d" .name (int .port) | quote }}
 {{- end }}
+{{- with .Values.tracing }}
+{{- if .endpoint }}
+- name: SOCIALBENCH_TRACING_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: SOCIALBENCH_TRACING_SAMPLE_RATIO
+  value: {{ .sampleRatio | toString | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*

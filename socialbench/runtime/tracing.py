@@ -1,0 +1,125 @@
+"""Distributed tracing with OpenTelemetry: a span for each request served and each RPC made.
+
+Off unless ``SOCIALBENCH_TRACING_ENDPOINT`` names an OTLP/HTTP collector (Jaeger's is
+``http://<host>:4318/v1/traces``); off, no middleware is installed and an RPC adds
+nothing, so a benchmark without tracing pays nothing for it.
+
+On, each worker process exports its spans in batches from a background thread. Whether a
+request is traced is decided once, by the first service it reaches
+(``SOCIALBENCH_TRACING_SAMPLE_RATIO``), and carried downstream in the W3C
+``traceparent`` header with every RPC, sampled or not, so a trace is either whole or
+absent. The server span of a request covers the whole handler, and the client span of
+an RPC the whole call, so a trace's times add up to what the caller saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import SpanKind, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from socialbench.runtime.settings import Settings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PROPAGATED_HEADERS = (b"traceparent", b"tracestate")
+UNTRACED_PATHS = frozenset({"/healthz", "/stats"})  # probes and counters: noise in a trace
+
+_propagator = TraceContextTextMapPropagator()
+
+
+class Tracing:
+    """The tracing of one service process: started with the app, shut down (flushed) after."""
+
+    def __init__(self, service: str, endpoint: str, sample_ratio: float) -> None:
+        self.service = service
+        self.endpoint = endpoint
+        self.sample_ratio = sample_ratio
+        self._provider: TracerProvider | None = None
+        self.tracer: Tracer | None = None  # set by start()
+
+    @classmethod
+    def from_settings(cls, service: str, settings: Settings) -> Tracing | None:
+        """The service's tracing, or None when no endpoint is set."""
+        if not settings.tracing_endpoint:
+            return None
+        return cls(service, settings.tracing_endpoint, settings.tracing_sample_ratio)
+
+    def start(self) -> None:
+        """Create the exporter and its thread (in the worker process, after any fork)."""
+        self._provider = TracerProvider(
+            resource=Resource.create({SERVICE_NAME: self.service}),
+            sampler=ParentBased(TraceIdRatioBased(self.sample_ratio)),
+        )
+        self._provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=self.endpoint))
+        )
+        self.tracer = self._provider.get_tracer("socialbench")
+
+    def shutdown(self) -> None:
+        """Export what is still buffered, then stop the exporter."""
+        if self._provider is not None:
+            self._provider.shutdown()
+            self._provider = None
+            self.tracer = None
+
+
+def inject_context(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with the current trace context added (``traceparent``)."""
+    _propagator.inject(headers)
+    return headers
+
+
+def _extract_context(scope: Scope) -> Context:
+    carrier = {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in scope["headers"]
+        if name in PROPAGATED_HEADERS
+    }
+    return _propagator.extract(carrier)
+
+
+class TracingMiddleware:
+    """A server span around every request but probes, continuing the caller's trace."""
+
+    def __init__(self, app: ASGIApp, tracing: Tracing) -> None:
+        self.app = app
+        self.tracing = tracing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        tracer = self.tracing.tracer
+        if scope["type"] != "http" or tracer is None or scope["path"] in UNTRACED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        method, path = scope["method"], scope["path"]
+        with tracer.start_as_current_span(
+            f"{method} {path}",
+            context=_extract_context(scope),
+            kind=SpanKind.SERVER,
+            attributes={"http.request.method": method, "url.path": path},
+        ) as span:
+
+            async def send_with_status(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                    span.set_attribute("http.response.status_code", status)
+                    if status >= 500:
+                        span.set_status(StatusCode.ERROR)
+                await send(message)
+
+            await self.app(scope, receive, send_with_status)
+            route = scope.get("route")
+            if route is not None and getattr(route, "path", path) != path:
+                span.update_name(f"{method} {route.path}")  # a template, not every id
