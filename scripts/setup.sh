@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything socialbench needs on a fresh Debian 12 machine (idempotent):
-# the store servers and nginx from Debian, FerretDB when no mongod is on PATH,
-# and the project itself with its test extras in ./.venv.
+# the store servers and nginx from Debian, FerretDB when no mongod is on PATH, helm
+# and Jaeger built with Go, and the project itself with its test extras in ./.venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +28,10 @@ if [ -z "$helm_bin" ] || ! "$helm_bin" version --short 2>/dev/null | grep -q '^v
   echo "==> helm (chart checks)"
   scripts/build-helm.sh
 fi
+
+# Jaeger for `socialbench up --tracing` and the tracing end-to-end test.
+echo "==> jaeger (tracing)"
+scripts/build-jaeger.sh
 
 if [ ! -x .venv/bin/python ]; then
   echo "==> python venv in .venv"

@@ -91,12 +91,15 @@ def _free_service_offset() -> int:
 def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Data directory of a running stack; everything it started is gone after the session."""
     data_dir = tmp_path_factory.mktemp("stack")
-    port, media, redis, memcached, mongodb = free_ports(5)
+    port, media, redis, memcached, mongodb, jaeger, jaeger_otlp = free_ports(7)
     up = socialbench(
         "up", "--data-dir", str(data_dir), "--port", str(port),
         "--media-port", str(media), "--redis-port", str(redis),
         "--memcached-port", str(memcached), "--mongodb-port", str(mongodb),
         "--service-port-offset", str(_free_service_offset()), "--nginx-workers", "1",
+        # Ratio 0: only a request that arrives with a sampled trace context is traced.
+        "--tracing", "--trace-ratio", "0", "--jaeger-port", str(jaeger),
+        "--jaeger-otlp-port", str(jaeger_otlp),
     )
     if up.returncode != 0:
         logs = "\n".join(f"== {p.name}\n{p.read_text()[-1500:]}"
@@ -115,6 +118,13 @@ def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def base_url(stack_dir: Path) -> str:
     state = json.loads((stack_dir / launcher.STATE_FILE).read_text())
     return str(state["url"])
+
+
+@pytest.fixture(scope="session")
+def jaeger_url(stack_dir: Path) -> str:
+    """Jaeger's API, which the stack's services send their spans to."""
+    config = launcher.StackConfig.from_json((stack_dir / launcher.CONFIG_FILE).read_text())
+    return config.jaeger_url
 
 
 @pytest.fixture

@@ -64,6 +64,14 @@ def up(
     mongodb_port: Annotated[int, typer.Option()] = 27027,
     service_port_offset: Annotated[int, typer.Option(
         help="Added to every service's port (to run a second stack beside one).")] = 0,
+    tracing: Annotated[bool, typer.Option(
+        help="Run Jaeger and send it every service's spans (costs throughput).")] = False,
+    trace_ratio: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="With --tracing: share of requests traced.")] = 0.01,
+    jaeger_port: Annotated[int, typer.Option(help="With --tracing: Jaeger's UI and API.")]
+    = 16686,
+    jaeger_otlp_port: Annotated[int, typer.Option(
+        help="With --tracing: Jaeger's OTLP/HTTP port.")] = 4318,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the stack.")] = 180.0,
 ) -> None:
     """Start the whole stack as local processes and wait until every part is healthy."""
@@ -82,7 +90,9 @@ def up(
         workers=parse_workers(workers), default_workers=default_workers,
         nginx_workers=nginx_workers, redis_port=redis_port,
         memcached_port=memcached_port, mongodb_port=mongodb_port,
-        service_port_offset=service_port_offset,
+        service_port_offset=service_port_offset, tracing=tracing,
+        trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
+        jaeger_otlp_port=jaeger_otlp_port,
     )
     config.log_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -117,6 +127,9 @@ def up(
             raise typer.Exit(1)
     console.print(f"Stack ready: front end at [bold]{config.url}[/] "
                   f"(media {config.host}:{config.media_port}); logs in {config.log_dir}")
+    if config.tracing:
+        console.print(f"Tracing {config.trace_sample_ratio:g} of requests: Jaeger at "
+                      f"[bold]{config.jaeger_url}[/]")
 
 
 def down(data_dir: DataDir = Path(".socialbench")) -> None:

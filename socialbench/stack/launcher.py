@@ -27,6 +27,7 @@ from socialbench.gateway import nginx
 from socialbench.stack.servers import (
     ServerCommand,
     find_binary,
+    jaeger_command,
     memcached_command,
     mongodb_command,
     port_open,
@@ -54,10 +55,20 @@ class StackConfig:
     nginx_workers: str = "auto"
     # Added to every service's registry port: a second stack (e.g. the tests') beside the first.
     service_port_offset: int = 0
+    # Jaeger beside the stack, and every service sending it this share of its requests.
+    tracing: bool = False
+    trace_sample_ratio: float = 0.01
+    jaeger_otlp_port: int = 4318
+    jaeger_ui_port: int = 16686
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.gateway_port}"
+
+    @property
+    def jaeger_url(self) -> str:
+        """Jaeger's UI and API."""
+        return f"http://{self.host}:{self.jaeger_ui_port}"
 
     @property
     def log_dir(self) -> Path:
@@ -80,6 +91,11 @@ class StackConfig:
         }
         for spec in registry.SERVICES:
             env[spec.url_env] = f"http://{self.host}:{self.service_port(spec)}"
+        if self.tracing:
+            env[f"{prefix}TRACING_ENDPOINT"] = (
+                f"http://{self.host}:{self.jaeger_otlp_port}/v1/traces"
+            )
+            env[f"{prefix}TRACING_SAMPLE_RATIO"] = str(self.trace_sample_ratio)
         return env
 
     def to_json(self) -> str:
@@ -99,7 +115,7 @@ class Component:
     """One process the supervisor owns."""
 
     name: str
-    kind: str  # "store", "service" or "gateway"
+    kind: str  # "store", "tracing", "service" or "gateway"
     argv: list[str]
     port: int
     health_url: str | None = None
@@ -119,7 +135,7 @@ class Component:
 
 
 def plan(config: StackConfig) -> list[Component]:
-    """Every process of the stack, in start order: stores, services, nginx."""
+    """Every process of the stack, in start order: stores, Jaeger (if tracing), services, nginx."""
     data = config.data_dir.resolve()
     stores: list[ServerCommand] = [
         redis_command(config.redis_port, data / "redis", host=config.host),
@@ -129,6 +145,11 @@ def plan(config: StackConfig) -> list[Component]:
     ]
     (data / "redis").mkdir(parents=True, exist_ok=True)
     components = [Component(s.name, "store", s.argv, s.port, env=s.env) for s in stores]
+    if config.tracing:
+        jaeger = jaeger_command(config.jaeger_otlp_port, config.jaeger_ui_port, data,
+                                host=config.host)
+        components.append(Component(jaeger.name, "tracing", jaeger.argv, jaeger.port,
+                                    f"{config.jaeger_url}/api/services"))
     service_env = config.service_env()
     for spec in registry.start_order():
         port = config.service_port(spec)

@@ -24,6 +24,7 @@ INSTALL_HINTS = {
     "memcached": "apt-get install memcached",
     "nginx": "apt-get install nginx-light",
     "ferretdb": "scripts/build-ferretdb.sh (or install a mongod on PATH)",
+    "jaeger": "scripts/build-jaeger.sh",
 }
 
 
@@ -37,7 +38,8 @@ def find_binary(name: str, *extra_dirs: str) -> str:
     return found
 
 
-def _go_bin_dirs() -> list[str]:
+def go_bin_dirs() -> list[str]:
+    """Where `go install` puts binaries ($GOBIN, $GOPATH/bin, ~/go/bin)."""
     dirs = [os.environ.get("GOBIN", ""), str(Path(os.environ.get("GOPATH", "~/go")) / "bin")]
     return [str(Path(d).expanduser()) for d in dirs if d]
 
@@ -115,13 +117,71 @@ def mongodb_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> Se
         argv = [mongod, "--bind_ip", host, "--port", str(port), "--dbpath", str(data_dir),
                 "--quiet"]
         return ServerCommand("mongodb", argv, host, port)
-    ferretdb = find_binary("ferretdb", *_go_bin_dirs())
+    ferretdb = find_binary("ferretdb", *go_bin_dirs())
     argv = [
         ferretdb, "--handler=sqlite", f"--sqlite-url=file:{data_dir}/",
         f"--listen-addr={host}:{port}", f"--state-dir={data_dir}",
         "--telemetry=disable", "--debug-addr=-", "--log-level=warn",
     ]
     return ServerCommand("mongodb", argv, host, port)
+
+
+JAEGER_CONFIG = """\
+# Jaeger v2 all-in-one for socialbench: OTLP/HTTP in, spans in memory, UI and API out.
+service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_storage:
+    backends:
+      memory:
+        memory:
+          max_traces: {max_traces}
+  jaeger_query:
+    storage:
+      traces: memory
+    enable_tracing: false
+    http:
+      endpoint: "{host}:{ui_port}"
+    grpc:
+      endpoint: "{host}:0"  # its gRPC API is not used: any free port
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: "{host}:{otlp_port}"
+processors:
+  batch:
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memory
+"""
+
+
+def jaeger_command(
+    otlp_port: int,
+    ui_port: int,
+    config_dir: Path,
+    *,
+    host: str = "127.0.0.1",
+    max_traces: int = 100_000,
+) -> ServerCommand:
+    """Jaeger, spans in memory: OTLP/HTTP in on ``otlp_port``, its UI and API on ``ui_port``."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    config = config_dir / "jaeger.yaml"
+    config.write_text(JAEGER_CONFIG.format(host=host, otlp_port=otlp_port, ui_port=ui_port,
+                                           max_traces=max_traces))
+    argv = [find_binary("jaeger", *go_bin_dirs()), "--config", str(config)]
+    return ServerCommand("jaeger", argv, host, otlp_port)
 
 
 def mongodb_flavour() -> str:

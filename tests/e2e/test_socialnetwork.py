@@ -2,60 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import socket
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from tests.e2e.support import FORM, compose, follow, new_user, timeline, user_ids
+
 pytestmark = pytest.mark.e2e
-
-FORM = {"Content-Type": "application/x-www-form-urlencoded"}
-_ids = itertools.count(1000)
-
-
-def new_user(client: httpx.Client) -> tuple[int, str]:
-    user_id = next(_ids)
-    name = f"username_{user_id}"
-    body = (f"first_name=first_name_{user_id}&last_name=last_name_{user_id}&username={name}"
-            f"&password=password_{user_id}&user_id={user_id}")
-    response = client.post("/wrk2-api/user/register", content=body, headers=FORM)
-    assert response.status_code == 200, response.text
-    assert response.text == "Success!\n"
-    return user_id, name
-
-
-def follow(client: httpx.Client, follower: int, followee: int) -> None:
-    response = client.post("/wrk2-api/user/follow", headers=FORM,
-                           content=f"user_id={follower}&followee_id={followee}")
-    assert response.status_code == 200, response.text
-
-
-def compose(client: httpx.Client, user_id: int, username: str, text: str, **extra: str) -> None:
-    fields = {"username": username, "user_id": str(user_id), "text": text,
-              "post_type": "0", **extra}
-    body = "&".join(f"{k}={v}" for k, v in fields.items())  # raw, as wrk2 sends it
-    response = client.post("/wrk2-api/post/compose", content=body.encode(), headers=FORM)
-    assert response.status_code == 200, response.text
-    assert response.text == "Successfully upload post\n"
-
-
-def timeline(client: httpx.Client, kind: str, user_id: int, start: int = 0, stop: int = 10
-             ) -> list[dict[str, Any]]:
-    response = client.get(f"/wrk2-api/{kind}-timeline/read",
-                          params={"user_id": user_id, "start": start, "stop": stop}, headers=FORM)
-    assert response.status_code == 200, response.text
-    posts: list[dict[str, Any]] = response.json()
-    return posts
 
 
 def test_register_and_duplicate_username_is_refused(client: httpx.Client) -> None:
     _, name = new_user(client)
-    again = (f"first_name=a&last_name=b&username={name}&password=p&user_id={next(_ids)}")
+    again = (f"first_name=a&last_name=b&username={name}&password=p&user_id={next(user_ids)}")
     response = client.post("/wrk2-api/user/register", content=again, headers=FORM)
     assert 400 <= response.status_code < 500
     assert name in response.text
@@ -196,7 +158,7 @@ def test_login_sets_cookie_and_api_needs_it(client: httpx.Client, base_url: str)
 
 
 def test_web_register_redirects_to_login(client: httpx.Client) -> None:
-    name = f"webuser_{next(_ids)}"
+    name = f"webuser_{next(user_ids)}"
     response = client.post("/api/user/register", headers=FORM,
                            content=f"first_name=a&last_name=b&username={name}&password=pw")
     assert response.status_code in (302, 303)

@@ -1,0 +1,46 @@
+"""Requests of the original's clients (wrk2 scripts, web pages), for end-to-end tests."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import httpx
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+user_ids = itertools.count(1000)  # ids of users made by the tests, one sequence per session
+
+
+def new_user(client: httpx.Client) -> tuple[int, str]:
+    user_id = next(user_ids)
+    name = f"username_{user_id}"
+    body = (f"first_name=first_name_{user_id}&last_name=last_name_{user_id}&username={name}"
+            f"&password=password_{user_id}&user_id={user_id}")
+    response = client.post("/wrk2-api/user/register", content=body, headers=FORM)
+    assert response.status_code == 200, response.text
+    assert response.text == "Success!\n"
+    return user_id, name
+
+
+def follow(client: httpx.Client, follower: int, followee: int) -> None:
+    response = client.post("/wrk2-api/user/follow", headers=FORM,
+                           content=f"user_id={follower}&followee_id={followee}")
+    assert response.status_code == 200, response.text
+
+
+def compose(client: httpx.Client, user_id: int, username: str, text: str, **extra: str) -> None:
+    fields = {"username": username, "user_id": str(user_id), "text": text,
+              "post_type": "0", **extra}
+    body = "&".join(f"{k}={v}" for k, v in fields.items())  # raw, as wrk2 sends it
+    response = client.post("/wrk2-api/post/compose", content=body.encode(), headers=FORM)
+    assert response.status_code == 200, response.text
+    assert response.text == "Successfully upload post\n"
+
+
+def timeline(client: httpx.Client, kind: str, user_id: int, start: int = 0, stop: int = 10
+             ) -> list[dict[str, Any]]:
+    response = client.get(f"/wrk2-api/{kind}-timeline/read",
+                          params={"user_id": user_id, "start": start, "stop": stop}, headers=FORM)
+    assert response.status_code == 200, response.text
+    posts: list[dict[str, Any]] = response.json()
+    return posts
