@@ -56,7 +56,7 @@ class Settings(BaseSettings):
 
     # OTLP/HTTP collector of spans (Jaeger: http://<host>:4318/v1/traces); unset: no tracing.
     tracing_endpoint: str | None = None
-    # Share of requests traced, decided at the first service a request reaches.
+    # Share of requests at front-end routes that start a trace (others follow their caller).
     tracing_sample_ratio: float = Field(default=0.01, ge=0.0, le=1.0)
 
     def url_of(self, service: str) -> str:

@@ -6,12 +6,15 @@ sends); the service, its tracing and its RPC client are the real ones.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
+from httpx import ASGITransport, AsyncClient
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -20,7 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from starlette.responses import Response
 
 from socialbench.runtime.settings import get_settings
-from socialbench.runtime.tracing import TracingMiddleware
+from socialbench.runtime.tracing import Tracing, TracingMiddleware
 from socialbench.services.text import create_app
 from tests.services.support import app_client, point_at, serve_fake
 
@@ -145,21 +148,71 @@ async def test_a_sampled_caller_gets_a_whole_trace_across_rpcs(
         assert int(flags, 16) & SAMPLED
 
 
-async def test_an_unsampled_request_exports_nothing_but_tells_its_neighbours(
-    monkeypatch: pytest.MonkeyPatch, collector: tuple[Collector, str], neighbours: Neighbours
+@pytest.mark.parametrize("caller", [None, f"00-{TRACE_ID}-{CALLER_SPAN_ID}-00"],
+                         ids=["no-trace", "caller-not-sampled"])
+async def test_an_untraced_request_exports_nothing_and_its_rpcs_carry_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+    collector: tuple[Collector, str],
+    neighbours: Neighbours,
+    caller: str | None,
 ) -> None:
     received, endpoint = collector
-    trace_to(monkeypatch, endpoint, 0.0)
+    # Ratio 1, but /compose_text is internal: only a caller's sampled trace is followed.
+    trace_to(monkeypatch, endpoint, 1.0)
+    headers = {"traceparent": caller} if caller else {}
     async with app_client(create_app()) as client:
-        response = await client.post("/compose_text", json={"text": TEXT})
+        response = await client.post("/compose_text", json={"text": TEXT}, headers=headers)
         assert response.status_code == 200, response.text
     assert received.spans == []
-    # Both calls carry one new trace, marked not sampled, so no neighbour starts its own.
-    headers = [parse_traceparent(h) for h in neighbours.traceparents.values()]
-    assert len(headers) == 2
-    assert {trace_id for trace_id, _, _ in headers} != {TRACE_ID}
-    assert len({trace_id for trace_id, _, _ in headers}) == 1
-    assert {int(flags, 16) & SAMPLED for _, _, flags in headers} == {0}
+    assert neighbours.traceparents == {"compose_urls": None, "compose_user_mentions": None}
+
+
+def front_end_app(tracing: Tracing) -> FastAPI:
+    """A front-end route and an internal one, behind the tracing middleware."""
+    app = FastAPI()
+
+    @app.get("/front")
+    async def front() -> dict[str, str]:
+        return {"route": "front"}
+
+    @app.get("/internal")
+    async def internal() -> dict[str, str]:
+        return {"route": "internal"}
+
+    app.add_middleware(TracingMiddleware, tracing=tracing)
+    return app
+
+
+@pytest.mark.parametrize(("ratio", "path", "traced"), [
+    (1.0, "/front", True), (0.0, "/front", False), (1.0, "/internal", False),
+])
+async def test_only_front_end_routes_start_traces_at_the_sample_ratio(
+    collector: tuple[Collector, str], ratio: float, path: str, traced: bool
+) -> None:
+    received, endpoint = collector
+    tracing = Tracing("front-end", endpoint, ratio, entry_paths=["/front"])
+    tracing.start()
+    transport = ASGITransport(app=front_end_app(tracing))
+    async with AsyncClient(transport=transport, base_url="http://test") as client:
+        for _ in range(20):
+            assert (await client.get(path)).status_code == 200
+    await asyncio.to_thread(tracing.shutdown)
+    spans = [span for _, span in received.spans]
+    if not traced:
+        assert spans == []
+        return
+    assert len(spans) == 20
+    assert {span.name for span in spans} == {f"GET {path}"}
+    assert all(span.parent_span_id == b"" for span in spans)  # each a new trace's root
+    assert len({span.trace_id for span in spans}) == 20
+
+
+def test_the_ratio_decides_the_share_of_front_end_requests_traced() -> None:
+    tracing = Tracing("front-end", "http://unused", 0.25, entry_paths=["/front"])
+    random.seed(7)
+    share = sum(tracing.starts_trace("/front") for _ in range(20_000)) / 20_000
+    assert 0.24 < share < 0.26
+    assert not any(tracing.starts_trace("/internal") for _ in range(1000))
 
 
 async def test_a_failed_neighbour_marks_the_spans_as_errors(
@@ -169,7 +222,8 @@ async def test_a_failed_neighbour_marks_the_spans_as_errors(
     trace_to(monkeypatch, endpoint, 1.0)
     point_at(monkeypatch, "user-mention", "http://127.0.0.1:9")  # nothing listens there
     async with app_client(create_app()) as client:
-        response = await client.post("/compose_text", json={"text": "hello @alice"})
+        response = await client.post("/compose_text", json={"text": "hello @alice"},
+                                     headers={"traceparent": f"00-{TRACE_ID}-{CALLER_SPAN_ID}-01"})
         assert response.status_code >= 500, response.text
     spans = {span.name: span for _, span in received.spans}
     assert spans["POST /compose_text"].status.code == Status.STATUS_CODE_ERROR
