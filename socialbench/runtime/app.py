@@ -70,8 +70,9 @@ def create_service_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if tracing is not None:
             tracing.start()
-        stores = Stores.connect(settings, spec.stores)
-        rpc = RPCClient(settings, spec.neighbours, tracer=tracing.tracer if tracing else None)
+        tracer = tracing.tracer if tracing else None
+        stores = Stores.connect(settings, spec.stores, tracer=tracer)
+        rpc = RPCClient(settings, spec.neighbours, tracer=tracer)
         context = ServiceContext(spec, settings, stores, rpc)
         app.state.context = context
         app.state.logic = logic_factory(context)

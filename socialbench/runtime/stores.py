@@ -6,6 +6,8 @@
 
 Library errors of all three are turned into :class:`~socialbench.runtime.errors.StoreError`
 by the app factory's exception handlers, so the happy path pays nothing for the mapping.
+With a tracer, the clients are :mod:`~socialbench.runtime.store_spans`' (spans of store
+calls in traced requests).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import aiomcache
 import redis.asyncio as aioredis
 import redis.exceptions
+from opentelemetry.trace import Tracer
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import PyMongoError
@@ -25,6 +28,7 @@ from pymongo.errors import PyMongoError
 from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
 from socialbench.runtime.settings import Settings
+from socialbench.runtime.store_spans import MongoSpans, TracedMemcached, TracedRedis
 
 STORE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisError,
@@ -59,7 +63,9 @@ class Stores:
     memcached: aiomcache.Client | None = None
 
     @classmethod
-    def connect(cls, settings: Settings, needed: tuple[Store, ...]) -> Stores:
+    def connect(
+        cls, settings: Settings, needed: tuple[Store, ...], *, tracer: Tracer | None = None
+    ) -> Stores:
         """Create the clients of the stores in ``needed`` (connections open lazily)."""
         stores = cls()
         if Store.MONGODB in needed:
@@ -68,6 +74,7 @@ class Stores:
                 maxPoolSize=settings.mongodb_pool_size,
                 waitQueueTimeoutMS=int(settings.store_wait_timeout_s * 1000),
                 tz_aware=False,
+                event_listeners=[MongoSpans(tracer)] if tracer else [],
             )
         if Store.REDIS in needed:
             # A blocking pool: a burst beyond the pool waits for a connection instead of
@@ -77,10 +84,15 @@ class Stores:
                 max_connections=settings.redis_pool_size,
                 timeout=settings.store_wait_timeout_s,
             )
-            stores.redis = aioredis.Redis.from_pool(pool)
+            stores.redis = (TracedRedis.traced_from_pool(pool, tracer) if tracer
+                            else aioredis.Redis.from_pool(pool))
         if Store.MEMCACHED in needed:
             host, port = settings.memcached_host_port
-            stores.memcached = aiomcache.Client(host, port, pool_size=settings.memcached_pool_size)
+            size = settings.memcached_pool_size
+            stores.memcached = (
+                TracedMemcached(host, port, pool_size=size, tracer=tracer) if tracer
+                else aiomcache.Client(host, port, pool_size=size)
+            )
         return stores
 
     async def health(self) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Distributed tracing with OpenTelemetry: a span for each request served and each RPC made.
+"""Distributed tracing with OpenTelemetry: a span for each request served and each RPC made
+(and each store call: :mod:`socialbench.runtime.store_spans`).
 
 Off unless ``SOCIALBENCH_TRACING_ENDPOINT`` names an OTLP/HTTP collector (Jaeger's is
 ``http://<host>:4318/v1/traces``); off, no middleware is installed and an RPC adds

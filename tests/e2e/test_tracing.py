@@ -73,3 +73,15 @@ def test_a_sampled_compose_is_one_whole_trace(client: httpx.Client, jaeger_url: 
         service = service_of[span["processID"]]
         if parent is not None and service_of[parent["processID"]] != service:
             assert parent["operationName"].startswith(f"{service} "), parent["operationName"]
+    # The stores' calls are there too, each inside the service that made it.
+    store_spans = [s for s in spans.values() if "db.system.name" in tags(s)]
+    assert {tags(s)["db.system.name"] for s in store_spans} == {"redis", "memcached", "mongodb"}
+    for span in store_spans:
+        parent = spans[parent_of(span) or ""]
+        assert service_of[parent["processID"]] == service_of[span["processID"]]
+    stored = [s for s in store_spans if service_of[s["processID"]] == "post-storage"]
+    assert any(s["operationName"] == "mongodb insert post" for s in stored)
+
+
+def tags(span: dict[str, Any]) -> dict[str, Any]:
+    return {tag["key"]: tag["value"] for tag in span["tags"]}

@@ -1,0 +1,153 @@
+"""Client spans of store calls (Redis, MongoDB, memcached), inside traced requests only.
+
+:meth:`~socialbench.runtime.stores.Stores.connect` uses these clients when tracing is on.
+Each checks first whether the current request is traced and, if not, is the plain
+client; so a store call outside a traced request (most of them, and start-up work)
+costs one context lookup and makes no span. Span names are ``<store> <operation>``
+(``redis ZADD``, ``redis pipeline``, ``mongodb find post``, ``memcached get``), with
+the OpenTelemetry database attributes.
+
+- Redis: every command goes through ``execute_command``; a pipeline is one span.
+- MongoDB: PyMongo's command monitoring, which runs in the calling task.
+- memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the
+  services make; other calls go untraced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiomcache
+import redis.asyncio as aioredis
+from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
+from pymongo import monitoring
+
+from socialbench.runtime.tracing import in_traced_request
+
+REDIS = {"db.system.name": "redis"}
+MONGODB = {"db.system.name": "mongodb"}
+MEMCACHED = {"db.system.name": "memcached"}
+
+
+class TracedRedis(aioredis.Redis):
+    """A Redis client whose commands and pipelines are spans in traced requests."""
+
+    tracer: Tracer
+
+    @classmethod
+    def traced_from_pool(cls, pool: aioredis.ConnectionPool, tracer: Tracer) -> TracedRedis:
+        client = cls.from_pool(pool)
+        assert isinstance(client, TracedRedis)
+        client.tracer = tracer
+        return client
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if not in_traced_request():
+            return await super().execute_command(*args, **options)
+        operation = str(args[0]).upper()
+        with self.tracer.start_as_current_span(
+            f"redis {operation}", kind=SpanKind.CLIENT,
+            attributes={**REDIS, "db.operation.name": operation},
+        ):
+            return await super().execute_command(*args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> TracedPipeline:
+        pipeline = TracedPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+        pipeline.tracer = self.tracer
+        return pipeline
+
+
+class TracedPipeline(aioredis.client.Pipeline):
+    """A pipeline that is one span (with its size) when executed in a traced request."""
+
+    tracer: Tracer
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        if not in_traced_request():
+            return await super().execute(raise_on_error)
+        commands = sorted({str(args[0]).upper() for args, _ in self.command_stack})
+        with self.tracer.start_as_current_span(
+            "redis pipeline", kind=SpanKind.CLIENT,
+            attributes={**REDIS, "db.operation.name": "PIPELINE " + " ".join(commands),
+                        "db.operation.batch.size": len(self.command_stack)},
+        ):
+            return await super().execute(raise_on_error)
+
+
+class MongoSpans(monitoring.CommandListener):
+    """A span from each MongoDB command's start to its success or failure."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+        self._open: dict[tuple[int, Any], Span] = {}
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if not in_traced_request():
+            return
+        target = event.command.get(event.command_name)
+        collection = target if isinstance(target, str) else None
+        name = f"mongodb {event.command_name}" + (f" {collection}" if collection else "")
+        attributes: dict[str, Any] = {**MONGODB, "db.operation.name": event.command_name,
+                                      "db.namespace": event.database_name}
+        if collection:
+            attributes["db.collection.name"] = collection
+        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        self._open[(event.request_id, event.connection_id)] = span
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        span = self._open.pop((event.request_id, event.connection_id), None)
+        if span is not None:
+            span.end()
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        span = self._open.pop((event.request_id, event.connection_id), None)
+        if span is not None:
+            span.set_status(StatusCode.ERROR, str(event.failure.get("errmsg", event.failure)))
+            span.end()
+
+
+class TracedMemcached(aiomcache.Client):
+    """A memcached client whose calls the services make are spans in traced requests."""
+
+    def __init__(self, host: str, port: int, *, pool_size: int, tracer: Tracer) -> None:
+        super().__init__(host, port, pool_size=pool_size)
+        self.tracer = tracer
+
+    def _span(self, operation: str, keys: int = 1) -> Any:
+        return self.tracer.start_as_current_span(
+            f"memcached {operation}", kind=SpanKind.CLIENT,
+            attributes={**MEMCACHED, "db.operation.name": operation,
+                        "db.operation.batch.size": keys},
+        )
+
+    async def get(self, key: bytes, default: Any = None) -> Any:
+        if not in_traced_request():
+            return await super().get(key, default)
+        with self._span("get"):
+            return await super().get(key, default)
+
+    async def multi_get(self, *keys: bytes) -> Any:
+        if not in_traced_request():
+            return await super().multi_get(*keys)
+        with self._span("multi_get", len(keys)):
+            return await super().multi_get(*keys)
+
+    async def set(self, key: bytes, value: Any, exptime: int = 0) -> bool:
+        if not in_traced_request():
+            return await super().set(key, value, exptime)
+        with self._span("set"):
+            return await super().set(key, value, exptime)
+
+    async def add(self, key: bytes, value: Any, exptime: int = 0) -> bool:
+        if not in_traced_request():
+            return await super().add(key, value, exptime)
+        with self._span("add"):
+            return await super().add(key, value, exptime)
+
+    async def delete(self, key: bytes) -> bool:
+        if not in_traced_request():
+            return await super().delete(key)
+        with self._span("delete"):
+            return await super().delete(key)
