@@ -2,10 +2,13 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint
+.PHONY: setup setup-test demo test lint
 
 setup:
 	scripts/setup.sh
+
+setup-test:
+	scripts/setup.sh --test
 
 demo: setup
 	$(BIN)/socialbench demo
@@ -15,5 +18,5 @@ lint:
 	$(BIN)/mypy
 
 # pytest exits 5 when it collected no test; that is not a failure of the suite.
-test: setup lint
+test: setup-test lint
 	$(BIN)/pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc

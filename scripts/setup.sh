@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Install everything socialbench needs on a fresh Debian 12 machine (idempotent):
-# the store servers and nginx from Debian, FerretDB when no mongod is on PATH, helm
-# and Jaeger built with Go, and the project itself with its test extras in ./.venv.
+# Install what socialbench needs on a fresh Debian 12 machine (idempotent): the store
+# servers, nginx and wrk from Debian, FerretDB when no mongod is on PATH, and the
+# project with its test extras in ./.venv.
+#
+#   scripts/setup.sh          what the stack, the driver and the demo need
+#   scripts/setup.sh --test   and what only the tests need: docker-compose and chromium
+#                             from Debian, helm and Jaeger built with Go (minutes, once)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for_tests=false
+[ "${1:-}" = "--test" ] && for_tests=true
 
-apt_packages=(nginx-light memcached redis-server wrk docker-compose procps chromium)
+apt_packages=(nginx-light memcached redis-server wrk procps)
+$for_tests && apt_packages+=(docker-compose chromium)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -22,16 +29,17 @@ if ! command -v mongod >/dev/null 2>&1; then
   scripts/build-ferretdb.sh
 fi
 
-# helm 3 for the chart checks (tests/deploy); a helm 3 already on PATH or in $GOPATH/bin is kept.
-helm_bin=$(PATH="$PATH:$(go env GOPATH)/bin" command -v helm || true)
-if [ -z "$helm_bin" ] || ! "$helm_bin" version --short 2>/dev/null | grep -q '^v3\.'; then
-  echo "==> helm (chart checks)"
-  scripts/build-helm.sh
+if $for_tests; then
+  # helm 3 for the chart checks (tests/deploy); a helm 3 on PATH or in $GOPATH/bin is kept.
+  helm_bin=$(PATH="$PATH:$(go env GOPATH)/bin" command -v helm || true)
+  if [ -z "$helm_bin" ] || ! "$helm_bin" version --short 2>/dev/null | grep -q '^v3\.'; then
+    echo "==> helm (chart checks)"
+    scripts/build-helm.sh
+  fi
+  # Jaeger for the tracing end-to-end test (and `socialbench up --tracing`).
+  echo "==> jaeger (tracing)"
+  scripts/build-jaeger.sh
 fi
-
-# Jaeger for `socialbench up --tracing` and the tracing end-to-end test.
-echo "==> jaeger (tracing)"
-scripts/build-jaeger.sh
 
 if [ ! -x .venv/bin/python ]; then
   echo "==> python venv in .venv"
