@@ -115,8 +115,6 @@ def setting_env(field: str) -> str:
     return registry.ENV_PREFIX + field.upper()
 
 
-# Jaeger's OTLP/HTTP receiver inside the stack's network (compose profile ``tracing``).
-JAEGER_OTLP_ENDPOINT = "http://jaeger:4318/v1/traces"
 # Tracing settings of every service and their defaults: no endpoint, tracing off.
 TRACING_DEFAULTS = {
     setting_env("tracing_endpoint"): "",

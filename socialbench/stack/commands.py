@@ -67,7 +67,7 @@ def up(
     tracing: Annotated[bool, typer.Option(
         help="Run Jaeger and send it every service's spans (costs throughput).")] = False,
     trace_ratio: Annotated[float, typer.Option(
-        min=0.0, max=1.0, help="With --tracing: share of requests traced.")] = 0.01,
+        min=0.0, max=1.0, help="With --tracing: share of front-end requests traced.")] = 0.01,
     jaeger_port: Annotated[int, typer.Option(help="With --tracing: Jaeger's UI and API.")]
     = 16686,
     jaeger_otlp_port: Annotated[int, typer.Option(

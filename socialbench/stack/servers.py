@@ -173,9 +173,13 @@ def jaeger_command(
     config_dir: Path,
     *,
     host: str = "127.0.0.1",
-    max_traces: int = 100_000,
+    max_traces: int = 10_000,
 ) -> ServerCommand:
-    """Jaeger, spans in memory: OTLP/HTTP in on ``otlp_port``, its UI and API on ``ui_port``."""
+    """Jaeger, spans in memory: OTLP/HTTP in on ``otlp_port``, its UI and API on ``ui_port``.
+
+    It keeps the newest ``max_traces`` traces: a compose-post trace has about 30 spans,
+    so the default bounds its memory to a few hundred MB even when every request is traced.
+    """
     config_dir.mkdir(parents=True, exist_ok=True)
     config = config_dir / "jaeger.yaml"
     config.write_text(JAEGER_CONFIG.format(host=host, otlp_port=otlp_port, ui_port=ui_port,
