@@ -70,6 +70,17 @@ class Dataset(Strict):
     note: str = ""
 
 
+class StackRecord(Strict):
+    """How the local stack that was measured was configured (its processes and tracing)."""
+
+    default_workers: int = Field(description="uvicorn workers of each service not listed.")
+    workers: dict[str, int] = Field(description="Services given their own worker count.")
+    nginx_workers: str
+    tracing: bool = Field(description="Services sent spans to Jaeger during the run.")
+    trace_sample_ratio: float | None = Field(
+        description="Share of front-end requests traced, when tracing.")
+
+
 class Manifest(Strict):
     """manifest.json: everything needed to know what ran and to run it again."""
 
@@ -81,6 +92,8 @@ class Manifest(Strict):
     git: dict[str, Any]
     config: RampConfig
     dataset: Dataset
+    stack: StackRecord | None = Field(
+        default=None, description="The local stack's configuration; None for another target.")
     hardware: dict[str, Any]
     software: dict[str, Any]
     resources_source: str = Field(description="How per-component CPU and memory were measured.")

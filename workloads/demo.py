@@ -30,6 +30,7 @@ from socialbench.workloads.ramp_command import (
     RampJob,
     SetupError,
     execute,
+    local_stack_record,
     local_stack_sampler,
     print_headline,
     restart_fresh,
@@ -89,6 +90,7 @@ def demo(
         job = RampJob(
             config=ramp_config, label=f"demo-{WORKLOAD}", results_dir=results_dir,
             sampler=local_stack_sampler(data_dir, config.url), resources_source=PSUTIL_SOURCE,
+            stack=local_stack_record(data_dir, config.url),
             dataset=Dataset(fresh=True, graph=graph, users=USERS,
                             posts_per_user=posts_per_user, seed=1),
         )

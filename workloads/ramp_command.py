@@ -23,7 +23,7 @@ from rich.text import Text
 
 from socialbench import __version__
 from socialbench.stack import launcher
-from socialbench.workloads.bundle import Dataset, Summary
+from socialbench.workloads.bundle import Dataset, StackRecord, Summary
 from socialbench.workloads.driver import Distribution, LoadConfig, SecondStats
 from socialbench.workloads.driver.cli import parse_duration
 from socialbench.workloads.driver.config import DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT_S, Target
@@ -98,6 +98,8 @@ def restart_fresh(data_dir: Path) -> launcher.StackConfig:
             default_workers=config.default_workers, nginx_workers=config.nginx_workers,
             redis_port=config.redis_port, memcached_port=config.memcached_port,
             mongodb_port=config.mongodb_port, service_port_offset=config.service_port_offset,
+            tracing=config.tracing, trace_ratio=config.trace_sample_ratio,
+            jaeger_port=config.jaeger_ui_port, jaeger_otlp_port=config.jaeger_otlp_port,
         )
     except typer.Exit as exc:
         raise SetupError(f"the local stack did not start (see {config.log_dir})") from exc
@@ -148,6 +150,18 @@ def is_local_front_end(data_dir: Path, url: str) -> bool:
     target = Target.parse(url)
     config = _stack_config(data_dir.resolve())
     return target.host in LOCAL_HOSTS and target.port == config.gateway_port
+
+
+def local_stack_record(data_dir: Path, url: str) -> StackRecord | None:
+    """The local stack's configuration for the manifest, when ``url`` is its front end."""
+    if not is_local_front_end(data_dir, url):
+        return None
+    config = _stack_config(data_dir.resolve())
+    return StackRecord(
+        default_workers=config.default_workers, workers=dict(config.workers),
+        nginx_workers=config.nginx_workers, tracing=config.tracing,
+        trace_sample_ratio=config.trace_sample_ratio if config.tracing else None,
+    )
 
 
 def local_stack_sampler(data_dir: Path, url: str) -> SamplerFactory:
@@ -301,6 +315,7 @@ class RampJob:
     sampler: SamplerFactory
     resources_source: str
     dataset: Dataset
+    stack: StackRecord | None = None
     power_cmd: str | None = None
     reset: ResetHook | None = None
     quiet: bool = False
@@ -329,6 +344,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
         git=described["git"],
         config=job.config,
         dataset=job.dataset,
+        stack=job.stack,
         hardware=described["hardware"],
         software=described["software"],
         resources_source=job.resources_source,
@@ -503,7 +519,7 @@ def ramp(
         config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
         sampler=local_stack_sampler(data_dir, url),
         resources_source=PSUTIL_SOURCE if local else f"unavailable: {NO_LOCAL_STACK}",
-        dataset=dataset, power_cmd=power_cmd,
+        dataset=dataset, stack=local_stack_record(data_dir, url), power_cmd=power_cmd,
         reset=fresh_reset(data_dir, graph, posts_per_user, graph_seed, console) if fresh
         else None,
         quiet=quiet,

@@ -15,6 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.stack import commands as stack_commands
+from socialbench.stack import launcher
+from socialbench.stack.launcher import StackConfig
 from socialbench.stack.servers import free_port
 from socialbench.workloads.driver import Errors
 from socialbench.workloads.ramp import (
@@ -25,7 +28,7 @@ from socialbench.workloads.ramp import (
     StopReason,
     judge_step,
 )
-from socialbench.workloads.ramp_command import RampReport
+from socialbench.workloads.ramp_command import RampReport, restart_fresh
 from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
 
 
@@ -123,9 +126,32 @@ def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
     assert summary["coefficient_of_variation"] == 0
     assert set(summary["best"]["sla_values_ms"]) == {"p99", "p50"}
     assert "Max 100 req/s with p99 <= 200 ms, p50 <= 150 ms" in result.output
-    # Not the local stack: CPU and memory are said to be unavailable, and why.
+    # Not the local stack: CPU and memory are said to be unavailable, and why; its
+    # configuration is not recorded, and the report says so.
     assert "per-process CPU and memory need the local stack" in summary["resources_note"]
-    assert (bundle / "report.html").exists()
+    assert json.loads((bundle / "manifest.json").read_text())["stack"] is None
+    assert "not the local stack: its configuration is not recorded" in (
+        bundle / "report.html").read_text()
+
+
+def test_a_fresh_restart_keeps_the_stacks_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = StackConfig(data_dir=tmp_path, gateway_port=18080, workers={"text": 2},
+                         default_workers=3, service_port_offset=100, tracing=True,
+                         trace_sample_ratio=0.05, jaeger_ui_port=26686, jaeger_otlp_port=24318)
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+    started: list[dict[str, object]] = []
+    monkeypatch.setattr(stack_commands, "up", lambda **options: started.append(options))
+
+    restart_fresh(tmp_path)
+
+    (options,) = started
+    assert options["fresh"] is True
+    assert (options["port"], options["workers"], options["default_workers"]) == (18080, "text=2", 3)
+    assert options["service_port_offset"] == 100
+    assert (options["tracing"], options["trace_ratio"]) == (True, 0.05)
+    assert (options["jaeger_port"], options["jaeger_otlp_port"]) == (26686, 24318)
 
 
 def test_a_target_that_refuses_connections_stops_the_ramp_with_the_reason(
