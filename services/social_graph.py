@@ -30,6 +30,7 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.web import (
     IncompleteArguments,
@@ -78,6 +79,7 @@ class SocialGraph:
         self.edges = context.stores.require_mongodb()["social-graph"]["social-graph"]
         self.redis = context.stores.require_redis()
         self.user = context.rpc["user"]
+        self._loads: SingleFlight[tuple[int, Relation], list[int]] = SingleFlight()
 
     async def setup(self) -> None:
         await self.edges.create_index([("follower_id", 1), ("followee_id", 1)], unique=True)
@@ -130,7 +132,10 @@ class SocialGraph:
             return [int(member) for member in members[1:]]
         if all_loaded:
             return [int(member) for member in members]
-        return await self._load(user_id, relation, key)
+        # Concurrent misses of one list (a hot user, after Redis lost it) share one read.
+        return await self._loads.run(
+            (user_id, relation), lambda: self._load(user_id, relation, key)
+        )
 
     async def _load(self, user_id: int, relation: Relation, key: str) -> list[int]:
         """Read one list from MongoDB and cache it, marked whole, in Redis."""

@@ -4,7 +4,7 @@ MongoDB ``user-timeline.user-timeline`` holds one document per entry
 ``{user_id, post_id, timestamp}`` (indexed by user and time); Redis caches each
 timeline as the ZSET ``<user_id>`` (member post id, score timestamp ms). When Redis
 holds fewer entries than a read needs, the newest entries are read from MongoDB and
-put back in Redis.
+put back in Redis; concurrent misses of one user share that read.
 
 Most reads of the original's workload go past the end of short timelines, so Redis
 also records when it holds a whole timeline: a timeline loaded whole from MongoDB
@@ -15,7 +15,7 @@ timeline. Either way such reads stay in Redis.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel
@@ -25,6 +25,7 @@ from socialbench.runtime.app import ServiceContext, create_service_app, service_
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import check_timeline_page
+from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
 
@@ -51,6 +52,7 @@ class UserTimeline:
         self.entries = context.stores.require_mongodb()["user-timeline"]["user-timeline"]
         self.redis = context.stores.require_redis()
         self.post_storage = context.rpc["post-storage"]
+        self._loads: SingleFlight[int, Refill] = SingleFlight()
 
     async def setup(self) -> None:
         await self.entries.create_index([("user_id", 1), ("timestamp", -1)])
@@ -90,7 +92,18 @@ class UserTimeline:
         return [int(member) for member in members]
 
     async def _load(self, user_id: int, start: int, stop: int) -> list[int]:
-        """Read the newest ``stop`` entries from MongoDB and put them back in Redis.
+        """Posts ``[start, stop)`` from MongoDB; concurrent misses of one user share a read.
+
+        A shared read that was for a shorter page (and did not reach the timeline's end)
+        is not enough: then this page is read on its own.
+        """
+        refill = await self._loads.run(user_id, lambda: self._refill(user_id, stop))
+        if len(refill.post_ids) < stop and not refill.whole:
+            refill = await self._refill(user_id, stop)
+        return refill.post_ids[start:stop]
+
+    async def _refill(self, user_id: int, limit: int) -> Refill:
+        """Read the newest ``limit`` entries from MongoDB and put them back in Redis.
 
         The refill is always the newest entries (not only the page asked), so that ranks
         in Redis stay those of the whole timeline.
@@ -98,14 +111,22 @@ class UserTimeline:
         entries = (
             await self.entries.find({"user_id": user_id}, {"_id": 0, "post_id": 1, "timestamp": 1})
             .sort("timestamp", -1)
-            .limit(stop)
+            .limit(limit)
             .to_list()
         )
         mapping = {str(entry["post_id"]).encode(): float(entry["timestamp"]) for entry in entries}
-        if len(entries) < stop:
+        whole = len(entries) < limit
+        if whole:
             mapping[WHOLE] = float("-inf")
         await self.redis.zadd(str(user_id), mapping)
-        return [int(entry["post_id"]) for entry in entries[start:stop]]
+        return Refill([int(entry["post_id"]) for entry in entries], whole)
+
+
+class Refill(NamedTuple):
+    """The newest entries of a timeline read from MongoDB."""
+
+    post_ids: list[int]  # newest first
+    whole: bool  # fewer than asked for: the whole timeline
 
 
 UserTimelineDep = Annotated[UserTimeline, Depends(service_logic)]

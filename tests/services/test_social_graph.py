@@ -137,6 +137,28 @@ async def test_a_redis_miss_reads_mongodb_and_refills_redis(
     assert sorted(await followers(client, c)) == sorted([a, b])  # now from Redis alone
 
 
+async def test_concurrent_misses_of_one_list_share_one_mongodb_read(
+    app: FastAPI, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, c = new_id(), new_id(), new_id()
+    await call(client, "follow", user_id=a, followee_id=c)
+    await call(client, "follow", user_id=b, followee_id=c)
+    logic = graph(app)
+    await logic.redis.delete(f"{c}:followers")
+    loads: list[tuple[int, str]] = []
+    load = logic._load
+
+    async def counted(user_id: int, relation: Any, key: str) -> list[int]:
+        loads.append((user_id, str(relation)))
+        await asyncio.sleep(0.2)  # a slow read: every request misses while it runs
+        return await load(user_id, relation, key)
+
+    monkeypatch.setattr(logic, "_load", counted)
+    lists = await asyncio.gather(*(followers(client, c) for _ in range(20)))
+    assert [sorted(found) for found in lists] == [sorted([a, b])] * 20
+    assert loads == [(c, "followers")]
+
+
 async def test_a_set_a_follow_recreated_after_a_miss_is_not_taken_as_whole(
     app: FastAPI, client: AsyncClient
 ) -> None:

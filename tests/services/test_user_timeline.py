@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -111,6 +112,37 @@ async def test_a_short_redis_is_refilled_from_mongodb(app: FastAPI, client: Asyn
     await timeline(app).entries.delete_many({"user_id": user})
     assert await read(client, user, 0, 10) == newest_first
     assert await read(client, user, 20, 30) == []
+
+
+async def test_concurrent_misses_of_one_user_share_one_mongodb_read(
+    app: FastAPI, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = new_id()
+    newest_first = await write_posts(client, user, 5)
+    logic = timeline(app)
+    await logic.redis.delete(str(user))
+    limits: list[int] = []
+    refill = logic._refill
+
+    async def counted(user_id: int, limit: int) -> Any:
+        limits.append(limit)
+        await asyncio.sleep(0.2)  # a slow read: every request misses while it runs
+        return await refill(user_id, limit)
+
+    monkeypatch.setattr(logic, "_refill", counted)
+    pages = await asyncio.gather(*(read(client, user, 0, 10) for _ in range(20)))
+    assert pages == [newest_first] * 20
+    assert limits == [10]
+
+
+async def test_a_shared_read_too_short_for_a_page_is_read_again(
+    app: FastAPI, client: AsyncClient
+) -> None:
+    user = new_id()
+    newest_first = await write_posts(client, user, 5)
+    await timeline(app).redis.delete(str(user))
+    short, longer = await asyncio.gather(read(client, user, 0, 2), read(client, user, 1, 4))
+    assert (short, longer) == (newest_first[:2], newest_first[1:4])
 
 
 async def test_with_the_fresh_store_flag_a_missing_timeline_is_empty_without_mongodb(
