@@ -18,16 +18,23 @@ EXPORT_WAIT_S = 30.0  # the services export in batches, every 5 s
 
 
 def wait_for_trace(jaeger_url: str, trace_id: str, services: set[str]) -> dict[str, Any]:
-    """The trace once spans of every one of ``services`` reached Jaeger."""
+    """The trace once spans of every one of ``services`` reached Jaeger and no more come."""
     deadline = time.monotonic() + EXPORT_WAIT_S
     seen: set[str] = set()
+    spans_before = -1
     while time.monotonic() < deadline:
         response = httpx.get(f"{jaeger_url}/api/traces/{trace_id}", timeout=5)
         if response.status_code == 200:
             trace: dict[str, Any] = response.json()["data"][0]
             seen = {p["serviceName"] for p in trace["processes"].values()}
-            if services <= seen:
+            # A process's spans may come in two batches: wait until the count holds and
+            # no span's parent (but the caller's) is missing.
+            ids = {span["spanID"] for span in trace["spans"]}
+            parents = {r["spanID"] for span in trace["spans"] for r in span["references"]}
+            if (services <= seen and len(trace["spans"]) == spans_before
+                    and len(parents - ids) <= 1):
                 return trace
+            spans_before = len(trace["spans"])
         time.sleep(0.5)
     pytest.fail(f"trace {trace_id} in Jaeger has spans of {sorted(seen)} only")
 
