@@ -116,18 +116,7 @@ class Pool:
         if not self.idle:
             self._wait_for_connection(intended_ns, data, measured)
             return
-        # _send, inlined: this runs once per request
-        conn = self.idle.popleft()
-        self.busy += 1
-        stats = self.stats
-        stats.second_sent += 1
-        if measured:
-            stats.sent += 1
-        conn.state = BUSY
-        conn.intended_ns = intended_ns
-        conn.measured = measured
-        conn.sent_ns = now_ns
-        conn.transport.write(data)  # type: ignore[union-attr]
+        self._send(self.idle.popleft(), data, intended_ns, measured, now_ns)
 
     def sweep(self, now_ns: int) -> None:
         """Time out requests and connect attempts older than the timeout."""
@@ -176,7 +165,7 @@ class Pool:
         self._next_or_idle(conn, clock())
 
     def on_response(self, conn: Connection, status: int, keep_alive: bool) -> None:
-        # The hot path: RunStats.on_response and _next_or_idle are inlined here.
+        # The hot path: RunStats.on_response is inlined here.
         now = clock()
         if conn.state is not BUSY:  # an answer nobody asked for
             conn.abort()
@@ -199,14 +188,10 @@ class Pool:
             stats.service.record_unmeasured(now - conn.sent_ns)
             if status >= OK_BELOW:
                 stats.second_errors += 1
-        if not keep_alive:
-            conn.close()
-        elif self.queue:
-            intended_ns, data = self.queue.popleft()
-            self._send(conn, data, intended_ns, intended_ns >= stats.window_start_ns, now)
+        if keep_alive:
+            self._next_or_idle(conn, now)
         else:
-            conn.state = IDLE
-            self.idle.append(conn)
+            conn.close()
         if now >= self.next_due_ns:
             self.after_response(now)
         if self.drained is not None:
