@@ -25,7 +25,7 @@ from starlette.responses import Response
 from socialbench.runtime.settings import get_settings
 from socialbench.runtime.tracing import Tracing, TracingMiddleware
 from socialbench.services.text import create_app
-from tests.services.support import app_client, point_at, serve_fake
+from tests.services.support import app_client, point_at, serve_fake, serve_neighbours
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN_ID = "00f067aa0ba902b7"
@@ -90,9 +90,7 @@ async def collector() -> AsyncIterator[tuple[Collector, str]]:
 @pytest.fixture
 async def neighbours(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Neighbours]:
     fakes = Neighbours()
-    async with serve_fake(fakes.app()) as url:
-        point_at(monkeypatch, "url-shorten", url)
-        point_at(monkeypatch, "user-mention", url)
+    async with serve_neighbours(monkeypatch, fakes.app(), "url-shorten", "user-mention"):
         yield fakes
 
 

@@ -68,6 +68,17 @@ async def serve_fake(app: FastAPI) -> AsyncIterator[str]:
         sock.close()
 
 
+@asynccontextmanager
+async def serve_neighbours(
+    monkeypatch: pytest.MonkeyPatch, app: FastAPI, *services: str
+) -> AsyncIterator[str]:
+    """Serve ``app`` as the neighbours ``services`` for the block; yields its base URL."""
+    async with serve_fake(app) as url:
+        for service in services:
+            point_at(monkeypatch, service, url)
+        yield url
+
+
 def point_at(monkeypatch: pytest.MonkeyPatch, service: str, base_url: str) -> None:
     """Make services created from now on call ``service`` at ``base_url``."""
     monkeypatch.setenv(registry.get(service).url_env, base_url)

@@ -13,7 +13,7 @@ from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
 from socialbench.services.compose_post import create_app
-from tests.services.support import app_client, point_at, serve_fake
+from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 NEIGHBOURS = ("text", "user", "media", "unique-id", "post-storage", "user-timeline",
@@ -78,9 +78,7 @@ class FakeNeighbours:
 @pytest.fixture
 async def fakes(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeNeighbours]:
     neighbours = FakeNeighbours()
-    async with serve_fake(neighbours.app()) as url:
-        for name in NEIGHBOURS:
-            point_at(monkeypatch, name, url)
+    async with serve_neighbours(monkeypatch, neighbours.app(), *NEIGHBOURS):
         yield neighbours
 
 

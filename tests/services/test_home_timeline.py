@@ -12,7 +12,7 @@ from httpx import AsyncClient
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
 from socialbench.services.home_timeline import HomeTimeline, create_app, timeline_key
-from tests.services.support import app_client, point_at, serve_fake
+from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -46,9 +46,7 @@ class FakeNeighbours:
 @pytest.fixture
 async def fakes(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeNeighbours]:
     neighbours = FakeNeighbours()
-    async with serve_fake(neighbours.app()) as url:
-        point_at(monkeypatch, "social-graph", url)
-        point_at(monkeypatch, "post-storage", url)
+    async with serve_neighbours(monkeypatch, neighbours.app(), "social-graph", "post-storage"):
         yield neighbours
 
 

@@ -14,7 +14,7 @@ from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
 from socialbench.services.social_graph import ALL_LOADED, LOADED, SocialGraph, create_app
-from tests.services.support import app_client, point_at, serve_fake
+from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -56,8 +56,7 @@ class FakeUser:
 @pytest.fixture
 async def user(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeUser]:
     fake = FakeUser()
-    async with serve_fake(fake.app()) as url:
-        point_at(monkeypatch, "user", url)
+    async with serve_neighbours(monkeypatch, fake.app(), "user"):
         yield fake
 
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from socialbench.runtime.errors import InvalidArgument
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.services.text import MENTION, URL, create_app
-from tests.services.support import app_client, point_at, serve_fake
+from tests.services.support import app_client, point_at, serve_fake, serve_neighbours
 
 KNOWN_USERS = {"alice": "1", "bob": "2"}
 
@@ -56,9 +56,7 @@ class FakeNeighbours:
 @pytest.fixture
 async def fakes(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeNeighbours]:
     neighbours = FakeNeighbours()
-    async with serve_fake(neighbours.app()) as url:
-        point_at(monkeypatch, "url-shorten", url)
-        point_at(monkeypatch, "user-mention", url)
+    async with serve_neighbours(monkeypatch, neighbours.app(), "url-shorten", "user-mention"):
         yield neighbours
 
 

@@ -14,7 +14,7 @@ from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
 from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.services.user_timeline import ALL_WHOLE, WHOLE, UserTimeline, create_app
-from tests.services.support import app_client, point_at, serve_fake, unique_name
+from tests.services.support import app_client, serve_neighbours, unique_name
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -43,8 +43,7 @@ class FakePostStorage:
 @pytest.fixture
 async def post_storage(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakePostStorage]:
     fake = FakePostStorage()
-    async with serve_fake(fake.app()) as url:
-        point_at(monkeypatch, "post-storage", url)
+    async with serve_neighbours(monkeypatch, fake.app(), "post-storage"):
         yield fake
 
 
