@@ -15,6 +15,7 @@ the OpenTelemetry database attributes.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiomcache
@@ -115,39 +116,29 @@ class TracedMemcached(aiomcache.Client):
         super().__init__(host, port, pool_size=pool_size)
         self.tracer = tracer
 
-    def _span(self, operation: str, keys: int = 1) -> Any:
-        return self.tracer.start_as_current_span(
+    async def _call(
+        self, operation: str, keys: int, call: Callable[..., Awaitable[Any]], *args: Any
+    ) -> Any:
+        if not in_traced_request():
+            return await call(*args)
+        with self.tracer.start_as_current_span(
             f"memcached {operation}", kind=SpanKind.CLIENT,
             attributes={**MEMCACHED, "db.operation.name": operation,
                         "db.operation.batch.size": keys},
-        )
+        ):
+            return await call(*args)
 
     async def get(self, key: bytes, default: Any = None) -> Any:
-        if not in_traced_request():
-            return await super().get(key, default)
-        with self._span("get"):
-            return await super().get(key, default)
+        return await self._call("get", 1, super().get, key, default)
 
     async def multi_get(self, *keys: bytes) -> Any:
-        if not in_traced_request():
-            return await super().multi_get(*keys)
-        with self._span("multi_get", len(keys)):
-            return await super().multi_get(*keys)
+        return await self._call("multi_get", len(keys), super().multi_get, *keys)
 
     async def set(self, key: bytes, value: Any, exptime: int = 0) -> bool:
-        if not in_traced_request():
-            return await super().set(key, value, exptime)
-        with self._span("set"):
-            return await super().set(key, value, exptime)
+        return bool(await self._call("set", 1, super().set, key, value, exptime))
 
     async def add(self, key: bytes, value: Any, exptime: int = 0) -> bool:
-        if not in_traced_request():
-            return await super().add(key, value, exptime)
-        with self._span("add"):
-            return await super().add(key, value, exptime)
+        return bool(await self._call("add", 1, super().add, key, value, exptime))
 
     async def delete(self, key: bytes) -> bool:
-        if not in_traced_request():
-            return await super().delete(key)
-        with self._span("delete"):
-            return await super().delete(key)
+        return bool(await self._call("delete", 1, super().delete, key))
