@@ -23,12 +23,13 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
       > requirements.txt \
  && pip install -r requirements.txt
-# socialbench/{services,workloads,gateway} are symlinks to these top-level folders.
+# pyproject.toml installs these top-level folders as socialbench.services, .workloads, …
 COPY README.md ./
 COPY socialbench socialbench
 COPY services services
 COPY workloads workloads
 COPY gateway gateway
+COPY bench bench
 RUN pip install --no-cache-dir --no-deps . \
  && pip check
 

@@ -15,7 +15,7 @@ demo: setup
 
 lint:
 	$(BIN)/ruff check .
-	$(BIN)/mypy
+	$(BIN)/python scripts/typecheck.py
 
 # pytest exits 5 when it collected no test; that is not a failure of the suite.
 test: setup-test lint

@@ -24,14 +24,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from socialbench.stack.servers import ServerCommand, ServerProcess, find_binary, free_port
 from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult, run_load
+
+from socialbench.stack.servers import ServerCommand, ServerProcess, find_binary, free_port
 
 NGINX_CONF = """
 daemon off;
@@ -301,4 +301,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from socialbench.workloads.core import load_workload
-from socialbench.workloads.resources import ResourceSampler
+from socialbench.workloads.definitions.core import load_workload
+
+from socialbench.stack.local import LocalStack
 
 WORKLOADS = ("read-home-timeline", "read-user-timeline", "compose-post")
 LUA = """
@@ -95,11 +96,11 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     args = parser.parse_args()
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in args.workloads:
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
             script.write(wrk_script(name, args.users, 5000, seed=len(rows) + 1))
-        sampler = ResourceSampler.for_local_stack(args.data_dir.resolve())
+        sampler = LocalStack(args.data_dir).sampler()
         if sampler is None:
             raise SystemExit(f"no local stack runs from {args.data_dir}: socialbench up first")
         load_before = os.getloadavg()[0]

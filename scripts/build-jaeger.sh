@@ -6,18 +6,20 @@
 # `go install .../cmd/jaeger@v1.76.0` is refused (Jaeger's go.mod has replace
 # directives), so build it as a tool of a throwaway module.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/common.sh
 version=v1.76.0
-gobin=$(go env GOBIN); gobin=${gobin:-$(go env GOPATH)/bin}
-if [ -x "$gobin/jaeger" ] && [ -f "$gobin/.jaeger-version" ] \
-    && [ "$(cat "$gobin/.jaeger-version")" = "$version" ]; then
-  echo "jaeger $version already at $gobin/jaeger"; exit 0
+require_go "Jaeger $version"
+bin="$(gobin)/jaeger"
+if [ -x "$bin" ] && [ "$(cat "$(dirname "$bin")/.jaeger-version" 2>/dev/null)" = "$version" ]; then
+  echo "jaeger $version already at $bin"; exit 0
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cd "$work"
-go mod init socialbench-jaeger-build >/dev/null 2>&1
-go get -tool "github.com/jaegertracing/jaeger/cmd/jaeger@$version"
-mkdir -p "$gobin"
-go build -trimpath -o "$gobin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger
-echo "$version" > "$gobin/.jaeger-version"
-echo "jaeger $version at $gobin/jaeger"
+mkdir -p "$(dirname "$bin")"
+quietly "go build jaeger $version (a few minutes)" bash -c "
+  cd '$work' && go mod init socialbench-jaeger-build \
+  && go get -tool 'github.com/jaegertracing/jaeger/cmd/jaeger@$version' \
+  && go build -trimpath -o '$bin' github.com/jaegertracing/jaeger/cmd/jaeger"
+echo "$version" > "$(dirname "$bin")/.jaeger-version"
+echo "jaeger $version at $bin"

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,17 +106,19 @@ def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         socialbench("down", "--data-dir", str(data_dir))
         pytest.fail(f"socialbench up failed:\n{up.stdout}\n{up.stderr}\n{logs}")
     yield data_dir
-    state = json.loads((data_dir / launcher.STATE_FILE).read_text())
+    state = launcher.StackState.read(data_dir)
+    assert state is not None
     down = socialbench("down", "--data-dir", str(data_dir))
     assert down.returncode == 0, down.stderr
-    left = [c["name"] for c in state["components"] if launcher.pid_alive(c["pid"])]
+    left = [c.name for c in state.components if launcher.pid_alive(c.pid)]
     assert not left, f"processes left running after down: {left}"
 
 
 @pytest.fixture(scope="session")
 def base_url(stack_dir: Path) -> str:
-    state = json.loads((stack_dir / launcher.STATE_FILE).read_text())
-    return str(state["url"])
+    state = launcher.StackState.read(stack_dir)
+    assert state is not None
+    return state.url
 
 
 @pytest.fixture(scope="session")

@@ -135,7 +135,7 @@ class Collector:
         """Merge what has arrived and write the bundle (called once; later calls do nothing)."""
         from rich.console import Console
 
-        from socialbench.deploy.merge import merge_results
+        from socialbench.workloads.driver.merge import merge_results
         from socialbench.workloads.driver.report import print_summary
 
         with self._lock:
@@ -383,7 +383,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "collect":
-        from socialbench.workloads.driver.cli import parse_duration
+        from socialbench.workloads.driver.config import parse_duration
 
         run_timeout_s = (parse_duration(args.warmup) + parse_duration(args.duration)
                          + START_GRACE_S)

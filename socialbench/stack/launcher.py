@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from socialbench import registry
 from socialbench.gateway import nginx
@@ -184,18 +183,37 @@ def plan(config: StackConfig) -> list[Component]:
 # ---------------------------------------------------------------- state file
 
 
-def read_state(data_dir: Path) -> dict[str, Any] | None:
-    try:
-        state: dict[str, Any] = json.loads((data_dir / STATE_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return state
+@dataclass
+class StackState:
+    """What the supervisor last wrote to ``<data dir>/state.json``."""
 
+    status: str  # "starting", "ready", "failed", "stopping" or "stopped"
+    message: str
+    supervisor_pid: int
+    url: str
+    components: list[Component]
 
-def _write_state(data_dir: Path, **state: Any) -> None:
-    tmp = data_dir / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(data_dir / STATE_FILE)
+    @property
+    def supervisor_running(self) -> bool:
+        return pid_alive(self.supervisor_pid)
+
+    @classmethod
+    def read(cls, data_dir: Path) -> StackState | None:
+        """The state in ``data_dir``, None if there is none (or it is being rewritten)."""
+        try:
+            data = json.loads((data_dir / STATE_FILE).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        components = [Component(**c | {"env": {}}) for c in data.pop("components", [])]
+        return cls(components=components, **data)
+
+    def write(self, data_dir: Path) -> None:
+        data = asdict(self)
+        for component in data["components"]:
+            component["env"] = None  # addresses and secrets stay out of the state file
+        tmp = data_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(data_dir / STATE_FILE)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -236,14 +254,8 @@ class Supervisor:
         self.stopping = False
 
     def _save(self) -> None:
-        _write_state(
-            self.config.data_dir,
-            status=self.status,
-            message=self.message,
-            supervisor_pid=os.getpid(),
-            url=self.config.url,
-            components=[asdict(c) | {"env": None} for c in self.components],
-        )
+        StackState(status=self.status, message=self.message, supervisor_pid=os.getpid(),
+                   url=self.config.url, components=self.components).write(self.config.data_dir)
 
     def _spawn(self, component: Component) -> None:
         log = open(component.log, "ab")  # noqa: SIM115 - the child owns it from here

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from socialbench.gateway import nginx
 
 from socialbench import registry
 from socialbench.deploy import generate, stack
-from socialbench.gateway import nginx
 
 
 def test_generated_files_are_up_to_date() -> None:

@@ -99,8 +99,9 @@ def test_the_build_context_installs_every_service_and_the_pages(tmp_path: Path) 
         assert spec.module.replace(".", "/") + ".py" in names
     for page in (ROOT / "gateway" / "pages").iterdir():
         assert f"socialbench/gateway/pages/{page.name}" in names
-    for module in ("deploy/probe.py", "deploy/loadjob.py", "deploy/merge.py",
-                   "gateway/nginx.conf.j2", "workloads/driver/cli.py", "workloads/seed.py"):
+    for module in ("deploy/probe.py", "deploy/loadjob.py", "workloads/driver/merge.py",
+                   "gateway/nginx.conf.j2", "cli/load.py", "workloads/definitions/seed.py",
+                   "workloads/ramp/report.html.j2"):
         assert f"socialbench/{module}" in names
 
 

@@ -13,11 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from socialbench.workloads.driver.merge import merge_results
+from socialbench.workloads.driver.result import LoadResult
 
 from socialbench.deploy import loadjob
-from socialbench.deploy.merge import merge_results
 from socialbench.stack.servers import free_port
-from socialbench.workloads.driver.result import LoadResult
 from tests.deploy.results import load_config, result_of, worker_report
 
 

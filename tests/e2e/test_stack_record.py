@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port
-from socialbench.workloads.ramp_command import local_stack_record
 
 pytestmark = pytest.mark.e2e
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 def test_the_local_stacks_processes_and_tracing_are_recorded(
     stack_dir: Path, base_url: str
 ) -> None:
-    record = local_stack_record(stack_dir, base_url)
+    record = LocalStack(stack_dir).record(base_url)
     assert record is not None
     # As the session fixture started it: one nginx worker, tracing on at ratio 0.
     assert (record.default_workers, record.workers, record.nginx_workers) == (1, {}, "1")
@@ -23,4 +23,4 @@ def test_the_local_stacks_processes_and_tracing_are_recorded(
 
 
 def test_another_target_records_no_stack(stack_dir: Path) -> None:
-    assert local_stack_record(stack_dir, f"http://127.0.0.1:{free_port()}") is None
+    assert LocalStack(stack_dir).record(f"http://127.0.0.1:{free_port()}") is None

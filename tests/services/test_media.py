@@ -5,9 +5,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from httpx import AsyncClient
+from socialbench.services.media import CHUNK_BYTES, create_app
 
 from socialbench.runtime.settings import get_settings
-from socialbench.services.media import CHUNK_BYTES, create_app
 from tests.services.support import app_client, mongo_client
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.ramp.bundle import Dataset
+from socialbench.workloads.ramp.engine import RampConfig, Sla
+from socialbench.workloads.ramp.job import RampJob, RampReport, execute
+from socialbench.workloads.ramp.resources import ResourceSampler
 
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
-from socialbench.workloads.bundle import Dataset
-from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.ramp import RampConfig, Sla
-from socialbench.workloads.ramp_command import RampJob, RampReport, execute
-from socialbench.workloads.resources import ResourceSampler
 
 CAPACITY_SERVER = Path(__file__).with_name("capacity_server.py")
 CONCURRENCY = 10
@@ -88,6 +88,7 @@ def refined_ramp(
         config=config, label="capacity-200", results_dir=tmp_path_factory.mktemp("results"),
         sampler=sampler, resources_source="psutil: the capacity server's process",
         dataset=Dataset(fresh=False, users=962, note="a test server without data"),
+        mongodb_server="mongod",
         power_cmd="echo 42",  # a constant 42 W: energy per request is known
     )
     return execute(job, Console(file=io.StringIO(), width=200))

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
-
-from socialbench.workloads.bundle import (
+from socialbench.workloads.ramp.bundle import (
     BundleError,
     Manifest,
     StepRecord,
@@ -18,7 +17,7 @@ from socialbench.workloads.bundle import (
     read_bundle,
     read_histogram_log,
 )
-from socialbench.workloads.ramp_command import RampReport
+from socialbench.workloads.ramp.job import RampReport
 
 SCHEMAS = {
     "manifest.json": ("manifest.schema.json", Manifest.model_json_schema()),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from socialbench.workloads.energy import EnergyMeter
+from socialbench.workloads.ramp.energy import EnergyMeter
 
 
 def make_domain(root: Path, name: str, energy_uj: int, max_uj: int = 1_000_000_000) -> Path:

@@ -3,8 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from socialbench.workloads import graph
+from socialbench.workloads.definitions import graph
 
 
 def test_nodes_edges_pair_as_the_original(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from socialbench.cli import app
-from socialbench.workloads.locust_command import LOCUSTFILE, bundle_dir, locust_argv
+from socialbench.cli.locust import LOCUSTFILE, bundle_dir, locust_argv
 from tests.support import socialbench
 
 GRAPH = "synthetic:40:3"
@@ -153,4 +153,4 @@ def test_bad_options_are_refused_before_locust_starts(option: list[str], tmp_pat
 def test_the_locustfile_builds_requests_from_the_workload_definitions() -> None:
     source = LOCUSTFILE.read_text()
     assert "load_workload(" in source
-    assert "/wrk2-api/" not in source  # paths and bodies come from workloads/socialnetwork.py
+    assert "/wrk2-api/" not in source  # paths and bodies: definitions/socialnetwork.py

@@ -12,15 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from socialbench.cli import app
-from socialbench.stack import commands as stack_commands
-from socialbench.stack import launcher
-from socialbench.stack.launcher import StackConfig
-from socialbench.stack.servers import free_port
 from socialbench.workloads.driver import Errors
-from socialbench.workloads.ramp import (
+from socialbench.workloads.ramp.engine import (
     Phase,
     RampOutcome,
     RampRun,
@@ -28,7 +21,14 @@ from socialbench.workloads.ramp import (
     StopReason,
     judge_step,
 )
-from socialbench.workloads.ramp_command import RampReport, restart_fresh
+from socialbench.workloads.ramp.job import RampReport
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+from socialbench.stack import launcher
+from socialbench.stack.launcher import StackConfig
+from socialbench.stack.local import LocalStack
+from socialbench.stack.servers import free_port
 from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
 
 
@@ -141,17 +141,20 @@ def test_a_fresh_restart_keeps_the_stacks_configuration(
                          default_workers=3, service_port_offset=100, tracing=True,
                          trace_sample_ratio=0.05, jaeger_ui_port=26686, jaeger_otlp_port=24318)
     (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
-    started: list[dict[str, object]] = []
-    monkeypatch.setattr(stack_commands, "up", lambda **options: started.append(options))
+    started: list[tuple[StackConfig, bool]] = []
 
-    restart_fresh(tmp_path)
+    def start(self: LocalStack, config: StackConfig, *, fresh: bool = False,
+              **options: object) -> StackConfig:
+        started.append((config, fresh))
+        return config
 
-    (options,) = started
-    assert options["fresh"] is True
-    assert (options["port"], options["workers"], options["default_workers"]) == (18080, "text=2", 3)
-    assert options["service_port_offset"] == 100
-    assert (options["tracing"], options["trace_ratio"]) == (True, 0.05)
-    assert (options["jaeger_port"], options["jaeger_otlp_port"]) == (26686, 24318)
+    monkeypatch.setattr(LocalStack, "start", start)
+
+    LocalStack(tmp_path).restart_fresh()
+
+    (restarted, fresh), = started
+    assert fresh is True
+    assert restarted == config
 
 
 def test_a_target_that_refuses_connections_stops_the_ramp_with_the_reason(

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import time
 
-from socialbench.workloads.resources import ResourceSampler
+from socialbench.workloads.ramp.resources import ResourceSampler
 
 BUSY_PARENT_AND_CHILD = """
 import subprocess, sys, time

@@ -7,11 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from socialbench.workloads.core import Request, Workload, WorkloadError, load_workload
+from socialbench.workloads.definitions.core import Request, Workload, WorkloadError, load_workload
+from socialbench.workloads.definitions.socialnetwork import ComposePost, Mixed, ReadHomeTimeline
 from socialbench.workloads.driver.config import Target
 from socialbench.workloads.driver.http import RequestEncoder
-from socialbench.workloads.socialnetwork import ComposePost, Mixed, ReadHomeTimeline
 
 FORM = "application/x-www-form-urlencoded"
 COMPOSE_FIELDS = ["username", "user_id", "text", "media_ids", "media_types", "post_type"]
@@ -114,7 +113,7 @@ def test_builtin_workloads_load_by_name_with_their_options() -> None:
 def test_a_users_workload_loads_from_a_file(tmp_path: Path) -> None:
     source = tmp_path / "mine.py"
     source.write_text(
-        "from socialbench.workloads.core import Request\n"
+        "from socialbench.workloads.definitions.core import Request\n"
         "class Pings:\n"
         "    name = 'pings'\n"
         "    fixed = False\n"

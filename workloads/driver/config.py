@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from enum import StrEnum
 from typing import Self
 from urllib.parse import urlsplit
@@ -11,6 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_CONNECTIONS = 64
 DEFAULT_TIMEOUT_S = 10.0
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``500ms``, ``30s``, ``5m``, ``1h`` or a bare number of seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|)\s*", text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration like 500ms, 30s, 5m or 1h")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 class Distribution(StrEnum):

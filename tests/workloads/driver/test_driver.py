@@ -6,10 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from socialbench.cli import app
-from socialbench.stack.servers import ServerProcess, free_port
 from socialbench.workloads.driver import (
     Distribution,
     DriverError,
@@ -18,6 +14,10 @@ from socialbench.workloads.driver import (
     SecondStats,
     run_load,
 )
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+from socialbench.stack.servers import ServerProcess, free_port
 
 
 def accounted(result: LoadResult) -> int:
@@ -147,7 +147,7 @@ def test_the_load_command_runs_a_users_workload_and_writes_the_json(
 ) -> None:
     workload = tmp_path / "half_missing.py"
     workload.write_text(
-        "from socialbench.workloads.core import Request\n"
+        "from socialbench.workloads.definitions.core import Request\n"
         "class HalfMissing:\n"
         "    name, fixed = 'half-missing', False\n"
         "    def next_request(self, rng):\n"

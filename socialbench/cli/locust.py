@@ -25,14 +25,15 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from socialbench.stack import launcher
-from socialbench.stack.commands import DataDir
-from socialbench.stack.servers import free_port
-from socialbench.workloads import bundle as bundles
-from socialbench.workloads.driver.cli import parse_duration
-from socialbench.workloads.socialnetwork import DEFAULT_USERS
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.stack.local import LocalStack
+from socialbench.stack.servers import free_port, mongodb_flavour
+from socialbench.workloads.definitions import locustfile
+from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
+from socialbench.workloads.driver.config import parse_duration
+from socialbench.workloads.ramp import bundle as bundles
 
-LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
+LOCUSTFILE = Path(locustfile.__file__)
 DEFAULT_HOST = "http://127.0.0.1:8080"
 CSV_PREFIX = "locust"  # locust_stats.csv, locust_stats_history.csv, locust_failures.csv, ...
 STOP_GRACE_S = 15.0  # Locust writes its last CSV rows and report on the way out
@@ -43,9 +44,9 @@ console = Console()
 
 def default_host(data_dir: Path) -> str:
     """The front end of the local stack running in ``data_dir``, else the default port's."""
-    state = launcher.read_state(data_dir)
-    if state and launcher.pid_alive(state.get("supervisor_pid")) and state.get("url"):
-        return str(state["url"])
+    state = LocalStack(data_dir).running_state()
+    if state is not None:
+        return state.url
     return DEFAULT_HOST
 
 
@@ -53,7 +54,7 @@ def whole_seconds(text: str, option: str) -> int:
     """``30s``, ``5m``, ... as the whole seconds Locust takes (at least 1)."""
     try:
         seconds = parse_duration(text)
-    except typer.BadParameter as exc:
+    except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=option) from None
     if seconds < 1:
         raise typer.BadParameter(f"{text!r} is shorter than Locust's 1 s", param_hint=option)
@@ -157,7 +158,7 @@ def run_locust(master: list[str], workers: int) -> int:
 
 
 def _write_manifest(bundle: Path, config: dict[str, Any], **outcome: Any) -> None:
-    from socialbench.workloads import machine
+    from socialbench.workloads.ramp import machine
 
     manifest = {
         "tool": "locust",
@@ -166,7 +167,7 @@ def _write_manifest(bundle: Path, config: dict[str, Any], **outcome: Any) -> Non
                 "quote socialbench load / socialbench ramp.",
         "config": config,
         **outcome,
-        **machine.describe(),
+        **machine.describe(mongodb_flavour()),
     }
     (bundle / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
@@ -175,7 +176,7 @@ def locust(
     host: Annotated[str | None, typer.Option(
         help="Front end (default: the local stack's in --data-dir, else "
              f"{DEFAULT_HOST}).")] = None,
-    data_dir: DataDir = Path(".socialbench"),
+    data_dir: DataDir = DEFAULT_DATA_DIR,
     users: Annotated[int, typer.Option(
         "--users", "-u", min=1,
         help="Concurrent Locust users (closed loop); the top of the ramp with --ramp.")] = 50,

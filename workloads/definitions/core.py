@@ -90,8 +90,8 @@ def load_workload(spec: str, **options: Any) -> Workload:
 
 def _import_builtins() -> None:
     # The built-ins register themselves on import; imported lazily to avoid a cycle.
-    import socialbench.workloads.socialnetwork
-    import socialbench.workloads.url  # noqa: F401
+    import socialbench.workloads.definitions.socialnetwork
+    import socialbench.workloads.definitions.url  # noqa: F401
 
 
 def _load_from_file(spec: str) -> WorkloadFactory:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from socialbench.workloads.core import Request, register
+from socialbench.workloads.definitions.core import Request, register
 
 
 @register("url")

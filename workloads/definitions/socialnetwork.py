@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from socialbench.workloads.core import FORM_CONTENT_TYPE, Request, register
+from socialbench.workloads.definitions.core import FORM_CONTENT_TYPE, Request, register
 
 DEFAULT_USERS = 962  # socfb-Reed98, the original's default max_user_index
 ALPHANUMERIC = "qwertyuiopasdfghjklzxcvbnmQWERTYUIOPASDFGHJKLZXCVBNM1234567890"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 from pathlib import Path
 from typing import Annotated
@@ -16,17 +15,8 @@ from socialbench.workloads.driver.config import (
     Distribution,
     LoadConfig,
     default_processes,
+    parse_duration,
 )
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``500ms``, ``30s``, ``5m``, ``1h`` or a bare number of seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|)\s*", text)
-    if match is None:
-        raise typer.BadParameter(f"{text!r} is not a duration like 500ms, 30s, 5m or 1h")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def load(
@@ -77,7 +67,7 @@ def load(
     """Open-loop load at a fixed rate (wrk2-style): latency from each request's intended time."""
     from pydantic import ValidationError
 
-    from socialbench.workloads.core import WorkloadError, load_workload
+    from socialbench.workloads.definitions.core import WorkloadError, load_workload
     from socialbench.workloads.driver.report import describe, live_line, print_summary
     from socialbench.workloads.driver.runner import DriverError, run_load
 

@@ -18,7 +18,6 @@ from typing import Any
 import psutil
 
 import socialbench
-from socialbench.stack.servers import mongodb_flavour
 
 
 def _read(path: str) -> str | None:
@@ -75,9 +74,11 @@ def _os_release() -> str:
     return match.group(1) if match else platform.platform()
 
 
-def software() -> dict[str, Any]:
-    """Versions of Python and of every server of the stack found on this machine."""
-    mongodb = mongodb_flavour()
+def software(mongodb: str) -> dict[str, Any]:
+    """Versions of Python and of every server of the stack found on this machine.
+
+    ``mongodb`` names the MongoDB-wire server the local stack runs: ``mongod`` or ``ferretdb``.
+    """
     ferretdb = shutil.which("ferretdb") or str(Path.home() / "go/bin/ferretdb")
     return {
         "socialbench": socialbench.__version__,
@@ -109,11 +110,11 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def describe() -> dict[str, Any]:
+def describe(mongodb: str) -> dict[str, Any]:
     """Everything above, plus the command line that ran."""
     return {
         "command_line": sys.argv,
         "git": git_state(),
         "hardware": hardware(),
-        "software": software(),
+        "software": software(mongodb),
     }

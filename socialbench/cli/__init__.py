@@ -7,13 +7,13 @@ from typing import Annotated
 import typer
 
 from socialbench import registry
-from socialbench.deploy import commands as deploy_commands
-from socialbench.stack import commands as stack_commands
-from socialbench.workloads import ramp_command
-from socialbench.workloads.demo import demo
-from socialbench.workloads.driver.cli import load
-from socialbench.workloads.locust_command import locust
-from socialbench.workloads.seed_command import seed_command
+from socialbench.cli import deploy as deploy_commands
+from socialbench.cli import ramp as ramp_command
+from socialbench.cli import stack as stack_commands
+from socialbench.cli.demo import demo
+from socialbench.cli.load import load
+from socialbench.cli.locust import locust
+from socialbench.cli.seed import seed_command
 
 app = typer.Typer(
     name="socialbench",

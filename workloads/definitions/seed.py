@@ -24,10 +24,18 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from socialbench.workloads.definitions import graph as graphs
+from socialbench.workloads.definitions.core import FORM_CONTENT_TYPE
+from socialbench.workloads.definitions.graph import Graph
+from socialbench.workloads.definitions.socialnetwork import compose_post_body
 
-from socialbench.workloads.graph import Graph
+FORM = {"Content-Type": FORM_CONTENT_TYPE}
+# Requests in flight: enough to keep a small stack busy; 200 timed out composes on 2 cores.
+DEFAULT_CONCURRENCY = 32
 
-FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+class SeedError(RuntimeError):
+    """Seeding failed: the graph could not be read, or some requests failed (says which)."""
 
 
 @dataclass
@@ -98,8 +106,7 @@ async def seed(
     graph: Graph,
     *,
     posts_per_user: int = 0,
-    compose_body: Callable[[random.Random, int], str] | None = None,
-    concurrency: int = 200,
+    concurrency: int = DEFAULT_CONCURRENCY,
     seed_value: int = 1,
     timeout_s: float = 60.0,
     show_progress: bool = True,
@@ -114,9 +121,7 @@ async def seed(
         ("follows", "/wrk2-api/user/follow", list(follow_bodies(graph.edges)), None),
     ]
     if posts_per_user:
-        if compose_body is None:
-            raise ValueError("posts_per_user needs a compose_body")
-        posts = [compose_body(rng, user) for user in range(graph.node_count)
+        posts = [compose_post_body(rng, user, graph.node_count) for user in range(graph.node_count)
                  for _ in range(rng.randint(0, posts_per_user))]
         phases.append(("posts", "/wrk2-api/post/compose", posts, None))
     progress = Progress(
@@ -139,3 +144,21 @@ async def seed(
                 await _post_all(session, base_url + path, bodies, concurrency=concurrency,
                                 counts=counts, exists_status=exists_status, advance=advance)
     return report
+
+
+def seed_graph(url: str, graph_spec: str, posts_per_user: int, seed_value: int,
+               show_progress: bool = True) -> str:
+    """Seed the stack at ``url`` with the graph ``graph_spec``; the graph's name.
+
+    Raises :class:`SeedError` when the graph cannot be read or any request failed.
+    """
+    try:
+        social_graph = graphs.load(graph_spec, seed=seed_value)
+    except (graphs.GraphFormatError, OSError, ValueError) as exc:
+        raise SeedError(f"graph {graph_spec!r}: {exc}") from None
+    report = asyncio.run(seed(url, social_graph, posts_per_user=posts_per_user,
+                              seed_value=seed_value, show_progress=show_progress))
+    if report.failures:
+        counts = {phase: dict(c) for phase, c in report.counts.items()}
+        raise SeedError(f"seeding {social_graph.name} had {report.failures} failures: {counts}")
+    return social_graph.name

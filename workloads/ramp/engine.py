@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
-
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
-from socialbench.workloads.energy import EnergyMeter, EnergyReading
-from socialbench.workloads.resources import ComponentUsage, ResourceSampler
+from socialbench.workloads.ramp.energy import EnergyMeter, EnergyReading
+from socialbench.workloads.ramp.resources import ComponentUsage, ResourceSampler
 
 DEFAULT_SLA = "p99=2s"
 STARTUP_S = 1.0  # starting the driver's processes, for time-left estimates

@@ -23,8 +23,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter
-
-from socialbench.workloads.bundle import (
+from socialbench.workloads.ramp.bundle import (
     MANIFEST,
     RAW,
     RESOURCES_CSV,
@@ -37,7 +36,7 @@ from socialbench.workloads.bundle import (
     read_bundle,
     read_histogram_log,
 )
-from socialbench.workloads.ramp import Phase, format_ms
+from socialbench.workloads.ramp.engine import Phase, format_ms
 
 REPORT = "report.html"
 LATENCY_PLOT = "latency-vs-rate.png"

@@ -14,36 +14,31 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from socialbench.workloads.bundle import Dataset
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.cli.ramp import QUICK, SETUP_ERRORS
+from socialbench.stack.local import LocalStack
+from socialbench.stack.servers import mongodb_flavour
+from socialbench.workloads.definitions.seed import seed_graph
+from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.driver.cli import parse_duration
 from socialbench.workloads.driver.config import (
     DEFAULT_CONNECTIONS,
     DEFAULT_TIMEOUT_S,
     default_processes,
+    parse_duration,
 )
-from socialbench.workloads.ramp import RampConfig, Sla
-from socialbench.workloads.ramp_command import (
-    PSUTIL_SOURCE,
-    QUICK,
-    DataDir,
-    RampJob,
-    SetupError,
-    execute,
-    local_stack_record,
-    local_stack_sampler,
-    print_headline,
-    restart_fresh,
-    seed_graph,
-)
+from socialbench.workloads.ramp.bundle import Dataset
+from socialbench.workloads.ramp.engine import RampConfig, Sla
+from socialbench.workloads.ramp.job import RampJob, execute
+from socialbench.workloads.ramp.live import print_headline
 
 GRAPH = "synthetic"
-USERS = 962  # the synthetic graph's default size
+USERS = DEFAULT_USERS  # the synthetic graph's default size
 WORKLOAD = "mixed"
 
 
 def demo(
-    data_dir: DataDir = Path(".socialbench"),
+    data_dir: DataDir = DEFAULT_DATA_DIR,
     results_dir: Annotated[Path, typer.Option(help="Where the bundle goes.")] = Path("results"),
     posts_per_user: Annotated[int, typer.Option(min=0, help="Each user composes 0..N posts.")]
     = 3,
@@ -56,17 +51,16 @@ def demo(
         help="Leave the stack running afterwards (default: stop it).")] = False,
 ) -> None:
     """Fresh stack, seeded graph, a quick ramp of the mixed workload, and its report."""
-    from socialbench.stack import commands as stack_commands
-
     console = Console(highlight=False)
     started = time.monotonic()
+    stack = LocalStack(data_dir)
 
     def stage(number: int, title: str) -> None:
         console.rule(f"[bold]{number}/4 {title}[/]  ({time.monotonic() - started:.0f} s)")
 
     try:
         stage(1, "starting the local stack with empty stores")
-        config = restart_fresh(data_dir)
+        config = stack.restart_fresh(on_progress=lambda m: console.print(f"  {m}"))
         stage(2, f"seeding the {GRAPH} graph ({USERS} users, up to {posts_per_user} posts each)")
         graph = seed_graph(config.url, GRAPH, posts_per_user, seed_value=1)
         stage(3, f"quick SLA ramp of the {WORKLOAD} workload")
@@ -89,8 +83,9 @@ def demo(
         )
         job = RampJob(
             config=ramp_config, label=f"demo-{WORKLOAD}", results_dir=results_dir,
-            sampler=local_stack_sampler(data_dir, config.url), resources_source=PSUTIL_SOURCE,
-            stack=local_stack_record(data_dir, config.url),
+            sampler=stack.sampler_factory(config.url),
+            resources_source=stack.resources_source(config.url),
+            mongodb_server=mongodb_flavour(), stack=stack.record(config.url),
             dataset=Dataset(fresh=True, graph=graph, users=USERS,
                             posts_per_user=posts_per_user, seed=1),
         )
@@ -99,10 +94,10 @@ def demo(
         print_headline(result, console)
         console.print(f"Took {time.monotonic() - started:.0f} s. Compare with another run: "
                       f"socialbench compare {result.directory} <other bundle>")
-    except SetupError as exc:
+    except SETUP_ERRORS as exc:
         console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(1) from None
     finally:
         if not keep_running:
             console.print("Stopping the stack (--keep-running leaves it up).")
-            stack_commands.down(data_dir)
+            stack.stop()

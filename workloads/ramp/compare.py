@@ -24,10 +24,9 @@ from matplotlib import pyplot as plt
 from matplotlib.ticker import FuncFormatter
 from rich.console import Console
 from rich.table import Table
-
-from socialbench.workloads.bundle import Bundle, read_bundle
-from socialbench.workloads.ramp import format_ms
-from socialbench.workloads.report import log_tick_label
+from socialbench.workloads.ramp.bundle import Bundle, read_bundle
+from socialbench.workloads.ramp.engine import format_ms
+from socialbench.workloads.ramp.report import log_tick_label
 
 COMPARE_HTML = "compare.html"
 COMPARE_JSON = "compare.json"

@@ -1,7 +1,7 @@
 """Where the CPU went: CPU time and peak memory of every process of the local stack.
 
-A :class:`ResourceSampler` finds the stack's processes from the launcher's state file
-(each component with all its children: uvicorn workers, nginx workers), takes their
+A :class:`ResourceSampler` is given the stack's processes (each component's leading
+pid; it follows all their children: uvicorn workers, nginx workers), takes their
 CPU times at the start and end of a measurement and samples their resident memory
 each second in between.
 """
@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
-
-from socialbench.stack import launcher
 
 
 @dataclass(frozen=True)
@@ -70,16 +67,6 @@ class ResourceSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_memory, daemon=True)
         self.usage: list[ComponentUsage] = []
-
-    @classmethod
-    def for_local_stack(cls, data_dir: Path, interval_s: float = 1.0) -> ResourceSampler | None:
-        """A sampler of the stack the launcher runs from ``data_dir``; None if none runs."""
-        state = launcher.read_state(data_dir)
-        if not state or not launcher.pid_alive(state.get("supervisor_pid")):
-            return None
-        components = {c["name"]: (c["kind"], int(c["pid"])) for c in state["components"]
-                      if c.get("pid")}
-        return cls(components, interval_s)
 
     def _refresh(self) -> None:
         self._processes = {name: _tree(pid) for name, (_, pid) in self.components.items()}

@@ -28,11 +28,9 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader, HistogramLogWriter
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-
-from socialbench import __version__
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
-from socialbench.workloads.ramp import (
+from socialbench.workloads.ramp.engine import (
     Phase,
     RampConfig,
     RampObserver,
@@ -41,6 +39,8 @@ from socialbench.workloads.ramp import (
     StepRun,
     StopReason,
 )
+
+from socialbench import __version__
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"

@@ -1,4 +1,4 @@
-"""``socialbench merge``: the command line of :mod:`socialbench.deploy.merge`."""
+"""``socialbench merge``: the command line of :mod:`socialbench.workloads.driver.merge`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def merge(
     """Merge the results of drivers that ran together into one (histograms merged exactly)."""
     from rich.console import Console
 
-    from socialbench.deploy.merge import merge_results, read_results
+    from socialbench.workloads.driver.merge import merge_results, read_results
     from socialbench.workloads.driver.report import print_summary
 
     try:

@@ -5,9 +5,9 @@ timeline, 10% compose), each built by the same workload definitions the open-loo
 uses. Locust is closed loop: a slow response delays the user's next request, so its
 latencies suffer coordinated omission; quote ``socialbench load`` / ``socialbench ramp``.
 
-    locust -f workloads/locustfile.py --host http://127.0.0.1:8080 --graph-users 962
-    locust -f workloads/locustfile.py --headless --ramp --ramp-start 10 --ramp-step 10 \\
-        --ramp-hold 30s --users 100
+    locust -f workloads/definitions/locustfile.py --host http://127.0.0.1:8080 --graph-users 962
+    locust -f workloads/definitions/locustfile.py --headless --ramp --ramp-start 10 \\
+        --ramp-step 10 --ramp-hold 30s --users 100
 
 Options (each also an environment variable): ``--graph-users`` (``LOCUST_GRAPH_USERS``),
 user ids are drawn in ``[0, N)``, the size of the seeded graph; ``--ramp``
@@ -27,9 +27,8 @@ from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.util.timespan import parse_timespan
-
-from socialbench.workloads.core import Workload, load_workload
-from socialbench.workloads.socialnetwork import DEFAULT_USERS, MIX_HOME, MIX_USER
+from socialbench.workloads.definitions.core import Workload, load_workload
+from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS, MIX_HOME, MIX_USER
 
 DEFAULT_HOST = "http://127.0.0.1:8080"
 HOME_WEIGHT = round(MIX_HOME * 100)

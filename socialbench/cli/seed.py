@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from socialbench.workloads import graph as graphs
-from socialbench.workloads.seed import seed
+from socialbench.workloads.definitions import graph as graphs
+from socialbench.workloads.definitions.seed import DEFAULT_CONCURRENCY, seed
 
 console = Console()
 
@@ -23,7 +22,8 @@ def seed_command(
     url: Annotated[str, typer.Option(help="Front end of the stack.")] = "http://127.0.0.1:8080",
     posts_per_user: Annotated[int, typer.Option(
         min=0, help="Each user composes 0..N posts (0: none).")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 200,
+    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")]
+    = DEFAULT_CONCURRENCY,
     seed_value: Annotated[int, typer.Option("--seed", help="RNG seed (graph and posts).")] = 1,
 ) -> None:
     """Register users 0..N-1, follow every edge both ways, optionally compose posts."""
@@ -31,18 +31,10 @@ def seed_command(
         social_graph = graphs.load(graph, seed=seed_value)
     except (graphs.GraphFormatError, OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--graph") from None
-    compose_body = None
-    if posts_per_user:
-        from socialbench.workloads.socialnetwork import compose_post_body
-
-        def compose_body(rng: random.Random, user_id: int) -> str:
-            return compose_post_body(rng, user_id, social_graph.node_count)
-
     console.print(f"Seeding {social_graph.name}: {social_graph.node_count} users, "
                   f"{len(social_graph.edges)} edges (followed both ways) into {url}")
     report = asyncio.run(seed(url, social_graph, posts_per_user=posts_per_user,
-                              compose_body=compose_body, concurrency=concurrency,
-                              seed_value=seed_value))
+                              concurrency=concurrency, seed_value=seed_value))
     table = Table("phase", "ok", "already there", "failed")
     for phase, counts in report.counts.items():
         failed = {k: n for k, n in counts.items() if k not in ("ok", "exists")}

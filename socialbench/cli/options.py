@@ -1,0 +1,36 @@
+"""Options and parsers that several commands share, defined once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from socialbench.workloads.driver.config import parse_duration
+
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", envvar="SOCIALBENCH_DATA_DIR",
+                       help="The local stack's directory: state, logs and store data.")
+]
+DEFAULT_DATA_DIR = Path(".socialbench")
+
+
+def duration(text: str, option: str | None = None) -> float:
+    """Seconds from ``500ms``, ``30s``, ``5m``, ``1h``; a bad value is the user's error."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
+
+
+def ratio(text: str, option: str | None = None) -> float:
+    """``1%`` -> 0.01; ``0.01`` -> 0.01."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*", text)
+    if match is None:
+        raise typer.BadParameter(f"{text!r} is not a ratio like 1% or 0.01", param_hint=option)
+    value = float(match.group(1)) / (100 if match.group(2) else 1)
+    if value > 1:
+        raise typer.BadParameter(f"{text!r} is more than 100%", param_hint=option)
+    return value

@@ -1,0 +1,211 @@
+"""``socialbench ramp``, ``socialbench report DIR`` and ``socialbench compare DIR...``."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, duration, ratio
+from socialbench.stack.local import LocalStack, StackError
+from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
+from socialbench.workloads.definitions.seed import SeedError, seed_graph
+from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.driver.config import DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT_S
+from socialbench.workloads.ramp.bundle import Dataset
+from socialbench.workloads.ramp.engine import RampConfig, ResetHook, Sla, StopReason
+from socialbench.workloads.ramp.job import RampJob, execute
+from socialbench.workloads.ramp.live import print_headline
+
+QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s"}
+FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s"}
+SETUP_ERRORS = (StackError, SeedError, ServerNotInstalled)
+
+
+def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_value: int,
+                note: Callable[[str], None]) -> ResetHook:
+    """Before each repeat: empty stores, restarted stack, the graph seeded again."""
+
+    def reset(repeat: int) -> None:
+        note(f"[bold]Repeat {repeat}[/]: restarting the local stack with empty stores and "
+             "seeding it (--fresh)")
+        config = stack.restart_fresh()
+        seed_graph(config.url, graph_spec, posts_per_user, seed_value)
+
+    return reset
+
+
+def ramp(
+    url: Annotated[str, typer.Argument(help="Target (the stack's front end).")] = (
+        "http://127.0.0.1:8080"),
+    workload: Annotated[str, typer.Option("--workload", "-w", help=(
+        "compose-post, read-home-timeline, read-user-timeline, mixed, url, or path.py:Name."))]
+    = "mixed",
+    start_rate: Annotated[float, typer.Option(min=0.001, help="Offered req/s of step 1.")]
+    = 1000.0,
+    step: Annotated[float, typer.Option(min=0.001, help="Added to the rate each step.")]
+    = 500.0,
+    step_duration: Annotated[str | None, typer.Option(
+        help="Measured time per step (default 5m; --quick 10s).")] = None,
+    warmup: Annotated[str | None, typer.Option(
+        help="Warm-up before each step's window (default 30s; --quick 3s).")] = None,
+    sla: Annotated[list[str] | None, typer.Option(
+        help="pNN=TIME, e.g. p99=2s or p99.9=50ms; repeat for several (all must hold).")]
+    = None,
+    max_errors: Annotated[str, typer.Option(help="Stop above this share of errors.")] = "1%",
+    min_achieved: Annotated[str, typer.Option(
+        help="Stop when achieved falls below this share of offered.")] = "95%",
+    ignore_driver_saturation: Annotated[bool, typer.Option(
+        help="Do not stop when the driver judges itself saturated (still recorded).")]
+    = False,
+    max_rate: Annotated[float | None, typer.Option(help="Never offer more than this.")] = None,
+    max_steps: Annotated[int, typer.Option(min=1, help="Ramp steps per repeat at most.")] = 50,
+    refine: Annotated[bool, typer.Option(
+        help="Bisect between the last pass and the first failure, then confirm.")] = False,
+    resolution: Annotated[float | None, typer.Option(
+        help="Bisection resolution in req/s (default: step / 10).")] = None,
+    confirm_duration: Annotated[str | None, typer.Option(
+        help="Measured time of the confirmation run (default: 2 steps).")] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="Run the whole ramp N times.")] = 1,
+    quick: Annotated[bool, typer.Option(help="Short steps (10 s, 3 s warm-up): demos, CI.")]
+    = False,
+    pause: Annotated[str | None, typer.Option(help="Idle time between steps.")] = None,
+    fresh: Annotated[bool, typer.Option(
+        help="Before each repeat: restart the local stack with empty stores and seed it.")]
+    = False,
+    graph: Annotated[str, typer.Option(help="With --fresh: the graph to seed.")] = "synthetic",
+    posts_per_user: Annotated[int, typer.Option(
+        min=0, help="With --fresh: each user composes 0..N posts.")] = 3,
+    graph_seed: Annotated[int, typer.Option(help="With --fresh: seed of graph and posts.")] = 1,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    power_cmd: Annotated[str | None, typer.Option(
+        help="A command printing the machine's watts (when there is no RAPL).")] = None,
+    label: Annotated[str | None, typer.Option(help="Names the bundle (default: workload).")]
+    = None,
+    results_dir: Annotated[Path, typer.Option(help="Where bundles go.")] = Path("results"),
+    connections: Annotated[int, typer.Option("--connections", "-c")] = DEFAULT_CONNECTIONS,
+    max_connections: Annotated[int | None, typer.Option()] = None,
+    processes: Annotated[int | None, typer.Option("--processes", "-P")] = None,
+    timeout: Annotated[str, typer.Option(help="Per request.")] = f"{DEFAULT_TIMEOUT_S:g}s",
+    distribution: Annotated[Distribution, typer.Option("--distribution", "-D")] = (
+        Distribution.EXPONENTIAL),
+    users: Annotated[int | None, typer.Option(
+        help="Users the workload draws from (default: the seeded graph's, else 962).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the driver's random draws.")] = None,
+    absolute_form: Annotated[bool, typer.Option("--absolute-form/--origin-form")] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view.")] = False,
+) -> None:
+    """Find the highest rate that holds the SLA: step the load up until it breaks."""
+    from pydantic import ValidationError
+
+    from socialbench.workloads.definitions.core import WorkloadError, load_workload
+    from socialbench.workloads.driver.config import default_processes
+
+    console = Console(highlight=False)
+    profile = QUICK if quick else FULL
+    step_s = duration(step_duration or profile["step_duration"], "--step-duration")
+    graph_users = None
+    if fresh:
+        from socialbench.workloads.definitions import graph as graphs
+
+        try:
+            graph_users = graphs.load(graph, seed=graph_seed).node_count
+        except (graphs.GraphFormatError, OSError, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--graph") from None
+    try:
+        load = LoadConfig(
+            url=url, rate=start_rate, duration_s=step_s,
+            warmup_s=duration(warmup or profile["warmup"]), workload=workload,
+            users=users or graph_users or 962, distribution=distribution,
+            connections=connections, max_connections=max_connections,
+            processes=processes or min(default_processes(), connections),
+            timeout_s=duration(timeout), seed=seed if seed is not None
+            else secrets.randbits(32), absolute_form=absolute_form,
+        )
+        load_workload(load.workload, users=load.users, path=load.target.path)
+        config = RampConfig(
+            load=load, start_rate=start_rate, step_rate=step, step_duration_s=step_s,
+            warmup_s=load.warmup_s, slas=tuple(Sla.parse(s) for s in sla or ["p99=2s"]),
+            max_error_ratio=ratio(max_errors), min_achieved_ratio=ratio(min_achieved),
+            stop_on_saturation=not ignore_driver_saturation, max_rate=max_rate,
+            max_steps=max_steps, refine=refine, resolution_rps=resolution,
+            confirm_duration_s=duration(confirm_duration) if confirm_duration else None,
+            repeat=repeat, pause_s=duration(pause or profile["pause"]),
+        )
+    except (ValidationError, WorkloadError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+    stack = LocalStack(data_dir)
+    if fresh and not stack.serves(url):
+        raise typer.BadParameter(f"--fresh resets the local stack in {data_dir}, and {url} is "
+                                 "not its front end", param_hint="--fresh")
+    dataset = (
+        Dataset(fresh=True, graph=graph, users=load.users, posts_per_user=posts_per_user,
+                seed=graph_seed)
+        if fresh else
+        Dataset(fresh=False, users=load.users,
+                note="the target's data as found (not reset by the ramp; use --fresh)")
+    )
+    job = RampJob(
+        config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
+        sampler=stack.sampler_factory(url), resources_source=stack.resources_source(url),
+        dataset=dataset, mongodb_server=mongodb_flavour(), stack=stack.record(url),
+        power_cmd=power_cmd,
+        reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print) if fresh
+        else None,
+        quiet=quiet,
+    )
+    try:
+        result = execute(job, console)
+    except SETUP_ERRORS as exc:
+        console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(1) from None
+    print_headline(result, console)
+    if result.outcome.interrupted:
+        raise typer.Exit(130)
+    if any(run.stop_reason is StopReason.DRIVER_ERROR and run.answer is None
+           for run in result.outcome.runs):
+        raise typer.Exit(1)
+
+
+def report(
+    directory: Annotated[Path, typer.Argument(help="A bundle (results/<time>-<label>).")],
+) -> None:
+    """Rebuild a bundle's plots and report.html from its files."""
+    from socialbench.workloads.ramp.bundle import BundleError
+    from socialbench.workloads.ramp.report import build_report
+
+    try:
+        path = build_report(directory)
+    except BundleError as exc:
+        raise typer.BadParameter(str(exc), param_hint="DIRECTORY") from None
+    Console().print(f"Report: {path}")
+
+
+def compare(
+    directories: Annotated[list[Path], typer.Argument(
+        help="Bundles to compare; the first is the baseline.")],
+    out: Annotated[Path | None, typer.Option(
+        help="Where to render compare.html (default: results/compare-<UTC time>).")] = None,
+) -> None:
+    """Runs side by side: max rate at the SLA, p99 at common rates, energy, and ratios."""
+    from socialbench.workloads.ramp.bundle import BundleError
+    from socialbench.workloads.ramp.compare import compare as compare_bundles
+    from socialbench.workloads.ramp.compare import print_comparison, render_comparison
+
+    if len(directories) < 2:
+        raise typer.BadParameter("give at least two bundles", param_hint="DIRECTORIES")
+    try:
+        comparison = compare_bundles(directories)
+    except BundleError as exc:
+        raise typer.BadParameter(str(exc), param_hint="DIRECTORIES") from None
+    console = Console(highlight=False, width=max(Console().width, 140))
+    print_comparison(comparison, console)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = render_comparison(comparison, out or Path("results") / f"compare-{stamp}")
+    console.print(f"Rendered: {path}")
+

@@ -1,0 +1,146 @@
+"""``socialbench up / down / status / logs``: the local stack from the command line."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from socialbench import registry
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.stack import launcher
+from socialbench.stack.local import LocalStack, StackError
+from socialbench.stack.servers import ServerNotInstalled
+
+console = Console()
+err_console = Console(stderr=True)
+
+def parse_workers(spec: str) -> dict[str, int]:
+    """``compose-post=2,home-timeline=2`` -> ``{"compose-post": 2, "home-timeline": 2}``."""
+    workers: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit() or int(count) < 1:
+            raise typer.BadParameter(f"expected NAME=COUNT, got {item!r}", param_hint="--workers")
+        try:
+            registry.get(name)
+        except KeyError as exc:
+            raise typer.BadParameter(str(exc.args[0]), param_hint="--workers") from None
+        workers[name] = int(count)
+    return workers
+
+
+STACK_DEFAULTS = launcher.StackConfig()
+
+
+def up(
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    fresh: Annotated[bool, typer.Option(help="Start from empty stores (deletes stored data).")]
+    = False,
+    port: Annotated[int, typer.Option(help="Front-end port.")] = STACK_DEFAULTS.gateway_port,
+    media_port: Annotated[int, typer.Option(help="Media front-end port.")]
+    = STACK_DEFAULTS.media_port,
+    workers: Annotated[str, typer.Option(help="Workers per service: NAME=N,NAME=N.")] = "",
+    default_workers: Annotated[int, typer.Option(min=1, help="Workers of other services.")]
+    = STACK_DEFAULTS.default_workers,
+    nginx_workers: Annotated[str, typer.Option(help="nginx worker_processes.")]
+    = STACK_DEFAULTS.nginx_workers,
+    redis_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.redis_port,
+    memcached_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.memcached_port,
+    mongodb_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.mongodb_port,
+    service_port_offset: Annotated[int, typer.Option(
+        help="Added to every service's port (to run a second stack beside one).")]
+    = STACK_DEFAULTS.service_port_offset,
+    tracing: Annotated[bool, typer.Option(
+        help="Run Jaeger and send it every service's spans (costs throughput).")] = False,
+    trace_ratio: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="With --tracing: share of front-end requests traced.")]
+    = STACK_DEFAULTS.trace_sample_ratio,
+    jaeger_port: Annotated[int, typer.Option(help="With --tracing: Jaeger's UI and API.")]
+    = STACK_DEFAULTS.jaeger_ui_port,
+    jaeger_otlp_port: Annotated[int, typer.Option(
+        help="With --tracing: Jaeger's OTLP/HTTP port.")] = STACK_DEFAULTS.jaeger_otlp_port,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the stack.")] = 180.0,
+) -> None:
+    """Start the whole stack as local processes and wait until every part is healthy."""
+    stack = LocalStack(data_dir)
+    if stack.running_state() is not None and not fresh:
+        console.print(f"The stack is already running: [bold]{stack.config.url}[/]")
+        return
+    config = launcher.StackConfig(
+        data_dir=stack.data_dir, gateway_port=port, media_port=media_port,
+        workers=parse_workers(workers), default_workers=default_workers,
+        nginx_workers=nginx_workers, redis_port=redis_port,
+        memcached_port=memcached_port, mongodb_port=mongodb_port,
+        service_port_offset=service_port_offset, tracing=tracing,
+        trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
+        jaeger_otlp_port=jaeger_otlp_port,
+    )
+    try:
+        stack.start(config, fresh=fresh, timeout_s=timeout,
+                    on_progress=lambda message: console.print(f"  {message}"))
+    except ServerNotInstalled as exc:
+        err_console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from None
+    except StackError as exc:
+        err_console.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from None
+    console.print(f"Stack ready: front end at [bold]{config.url}[/] "
+                  f"(media {config.host}:{config.media_port}); logs in {config.log_dir}")
+    if config.tracing:
+        console.print(f"Tracing {config.trace_sample_ratio:g} of requests: Jaeger at "
+                      f"[bold]{config.jaeger_url}[/]")
+
+
+def down(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Stop everything ``up`` started, in reverse order, and leave no process behind."""
+    leftovers = LocalStack(data_dir).stop()
+    if leftovers is None:
+        console.print("No stack state here; nothing to stop.")
+        return
+    console.print("Stack stopped." + (f" Killed {leftovers} leftover process groups."
+                                      if leftovers else ""))
+
+
+def status(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Each process of the stack: pid, alive, healthy, restarts (exit 1 if any is not)."""
+    state = LocalStack(data_dir).state()
+    if state is None or (not state.supervisor_running and state.status == "stopped"):
+        console.print("The stack is stopped.")
+        return
+    if not state.supervisor_running:
+        console.print(f"The stack is not running: its supervisor is gone (last status "
+                      f"{state.status}: {state.message}). Start it with socialbench up.")
+        raise typer.Exit(1)
+    console.print(f"status: {state.status}; {state.message}")
+    table = Table("component", "kind", "pid", "port", "alive", "healthy", "restarts")
+    healthy_all = True
+    for component in state.components:
+        alive = launcher.pid_alive(component.pid)
+        healthy = alive and component.is_healthy("127.0.0.1")
+        healthy_all &= healthy
+        table.add_row(component.name, component.kind, str(component.pid), str(component.port),
+                      "yes" if alive else "[red]no[/]", "yes" if healthy else "[red]no[/]",
+                      str(component.restarts))
+    console.print(table)
+    if not healthy_all:
+        raise typer.Exit(1)
+
+
+def logs(
+    component: Annotated[str, typer.Argument(help="A service, nginx, redis, memcached, mongodb.")],
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    lines: Annotated[int, typer.Option("-n", help="Lines to show.")] = 50,
+    follow: Annotated[bool, typer.Option("-f", help="Keep following the log.")] = False,
+) -> None:
+    """Show the log of one process of the stack."""
+    log_path = data_dir.resolve() / "logs" / f"{component}.log"
+    if not log_path.exists():
+        known = sorted(p.stem for p in log_path.parent.glob("*.log"))
+        err_console.print(f"[red]No log for {component!r}[/]; logs: {', '.join(known) or 'none'}")
+        raise typer.Exit(1)
+    argv = ["tail", "-n", str(lines)] + (["-F"] if follow else []) + [str(log_path)]
+    os.execvp("tail", argv)

@@ -1,0 +1,176 @@
+"""The local stack of one data directory, as an object: start, stop, restart, describe, sample.
+
+``socialbench up``/``down`` and the ramp's ``--fresh``, its manifest and its per-process
+CPU figures all go through :class:`LocalStack`, so none of them calls a command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from socialbench.stack import launcher
+from socialbench.workloads.driver.config import Target
+from socialbench.workloads.ramp.bundle import StackRecord
+from socialbench.workloads.ramp.engine import SamplerFactory
+from socialbench.workloads.ramp.resources import ResourceSampler
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+NOT_SAMPLED = (
+    "per-process CPU and memory need the local stack (socialbench up); they are not "
+    "measured for other targets (the Docker SDK variant for compose is not implemented)"
+)
+PSUTIL_SOURCE = (
+    "psutil: CPU seconds (user + system) and peak RSS (sampled each second) of each "
+    "component's process tree, found from the local stack's state file"
+)
+STORE_DIRS = ("mongodb", "redis")
+
+
+class StackError(RuntimeError):
+    """The local stack did not start or stop as asked; the message says why and where to look."""
+
+
+class LocalStack:
+    """The stack the launcher runs (or ran) from ``data_dir``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir.resolve()
+
+    @property
+    def config(self) -> launcher.StackConfig:
+        """The configuration it last started with (the defaults if it never started)."""
+        path = self.data_dir / launcher.CONFIG_FILE
+        if path.exists():
+            return launcher.StackConfig.from_json(path.read_text())
+        return launcher.StackConfig(data_dir=self.data_dir)
+
+    def state(self) -> launcher.StackState | None:
+        return launcher.StackState.read(self.data_dir)
+
+    def running_state(self) -> launcher.StackState | None:
+        """Its state while its supervisor runs, else None."""
+        state = self.state()
+        return state if state is not None and state.supervisor_running else None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, config: launcher.StackConfig, *, fresh: bool = False,
+              timeout_s: float = 180.0,
+              on_progress: Callable[[str], None] | None = None) -> launcher.StackConfig:
+        """Start the stack with ``config`` and wait until every part is healthy.
+
+        ``fresh`` empties the stores first (stopping a running stack). ``on_progress``
+        hears which component the supervisor is waiting for, each time that changes.
+        """
+        if self.running_state() is not None:
+            if not fresh:
+                return self.config
+            self.stop()
+        if fresh:
+            for store_dir in STORE_DIRS:
+                shutil.rmtree(self.data_dir / store_dir, ignore_errors=True)
+        config.log_dir.mkdir(parents=True, exist_ok=True)
+        launcher.plan(config)  # raises ServerNotInstalled here, before anything starts
+        config_path = self.data_dir / launcher.CONFIG_FILE
+        config_path.write_text(config.to_json())
+        (self.data_dir / launcher.STATE_FILE).unlink(missing_ok=True)
+        with open(config.log_dir / "supervisor.log", "ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "socialbench.stack.launcher", str(config_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        started = time.monotonic()
+        last_message = ""
+        while time.monotonic() - started < timeout_s:
+            state = self.state()
+            if state is not None:
+                if state.status == "ready":
+                    return config
+                if state.status in ("failed", "stopped"):
+                    raise StackError(f"the stack failed to start: {state.message}")
+                if state.message != last_message and on_progress is not None:
+                    on_progress(f"{state.message} ({time.monotonic() - started:.0f} s)")
+                last_message = state.message
+            time.sleep(0.2)
+        self.stop()
+        raise StackError(f"the stack was not ready after {timeout_s:.0f} s "
+                         f"({last_message or 'the supervisor wrote no state'}); "
+                         f"see {config.log_dir}")
+
+    def restart_fresh(self, on_progress: Callable[[str], None] | None = None
+                      ) -> launcher.StackConfig:
+        """Stop it, empty its stores, start it again with its last configuration."""
+        return self.start(self.config, fresh=True, on_progress=on_progress)
+
+    def stop(self) -> int | None:
+        """Stop everything, in reverse order; the leftover process groups it had to kill.
+
+        None when there was no stack state here (nothing to stop).
+        """
+        state = self.state()
+        if state is None:
+            return None
+        supervisor = state.supervisor_pid
+        if launcher.pid_alive(supervisor):
+            os.kill(supervisor, signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while launcher.pid_alive(supervisor) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        leftovers = [c for c in state.components if launcher.pid_alive(c.pid)]
+        for component in leftovers:
+            assert component.pid is not None
+            launcher.kill_group(component.pid, signal.SIGKILL)
+        if launcher.pid_alive(supervisor):
+            os.kill(supervisor, signal.SIGKILL)
+        return len(leftovers)
+
+    # ------------------------------------------------------------ measuring it
+
+    def serves(self, url: str) -> bool:
+        """Whether ``url`` is this stack's front end."""
+        target = Target.parse(url)
+        return target.host in LOCAL_HOSTS and target.port == self.config.gateway_port
+
+    def record(self, url: str) -> StackRecord | None:
+        """Its configuration for a results manifest, when ``url`` is its front end."""
+        if not self.serves(url):
+            return None
+        config = self.config
+        return StackRecord(
+            default_workers=config.default_workers, workers=dict(config.workers),
+            nginx_workers=config.nginx_workers, tracing=config.tracing,
+            trace_sample_ratio=config.trace_sample_ratio if config.tracing else None,
+        )
+
+    def sampler(self, interval_s: float = 1.0) -> ResourceSampler | None:
+        """A sampler of its processes (each with its children); None if it is not running."""
+        state = self.running_state()
+        if state is None:
+            return None
+        components = {c.name: (c.kind, c.pid) for c in state.components if c.pid}
+        return ResourceSampler(components, interval_s)
+
+    def sampler_factory(self, url: str) -> SamplerFactory:
+        """Each ramp step's sampler of its processes, when ``url`` is its front end."""
+
+        def factory() -> tuple[ResourceSampler | None, str]:
+            if not self.serves(url):
+                return None, f"{url} is not the local stack's front end; {NOT_SAMPLED}"
+            sampler = self.sampler()
+            if sampler is None:
+                return None, f"no local stack runs from {self.data_dir}; {NOT_SAMPLED}"
+            return sampler, ""
+
+        return factory
+
+    def resources_source(self, url: str) -> str:
+        """How the bundle's per-process figures are measured, or why they are not."""
+        return PSUTIL_SOURCE if self.serves(url) else f"unavailable: {NOT_SAMPLED}"

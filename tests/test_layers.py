@@ -1,0 +1,110 @@
+"""Every module imports, and dependencies point one way: down the layers below.
+
+The layers, lowest first. A module may import its own layer and those below it, never one
+above (imports inside functions count too); only the CLI imports typer.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import socialbench
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("socialbench.registry", "socialbench.runtime"),
+    ("socialbench.services", "socialbench.gateway"),
+    ("socialbench.workloads.definitions",),
+    ("socialbench.workloads.driver",),
+    ("socialbench.workloads.ramp",),
+    ("socialbench.stack",),
+    ("socialbench.deploy",),
+    ("socialbench.bench",),
+    ("socialbench.cli",),
+)
+CLI_ONLY = ("typer",)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of ``module`` (a socialbench module), None for the package roots."""
+    for rank, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
+def all_modules() -> list[str]:
+    found = [socialbench.__name__]
+    for info in pkgutil.walk_packages(socialbench.__path__, prefix="socialbench."):
+        found.append(info.name)
+    return sorted(found)
+
+
+def imported_names(module: str) -> set[str]:
+    """Every module that ``module``'s source imports, at any depth of its code."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    names: set[str] = set()
+    package = module if spec.submodule_search_locations else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+MODULES = all_modules()
+
+
+def test_the_walk_finds_every_layer() -> None:
+    for prefixes in LAYERS:
+        for prefix in prefixes:
+            assert any(m == prefix or m.startswith(prefix + ".") for m in MODULES), prefix
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_and_points_down(module: str) -> None:
+    importlib.import_module(module)
+    own = layer_of(module)
+    for name in sorted(imported_names(module)):
+        if name.split(".")[0] in CLI_ONLY:
+            assert own == layer_of("socialbench.cli"), f"{module} imports {name}"
+        if own is None or not name.startswith("socialbench."):
+            continue
+        theirs = layer_of(name)
+        assert theirs is None or theirs <= own, (
+            f"{module} (layer {LAYERS[own][0]}) imports {name} "
+            f"(layer {LAYERS[theirs][0]}), which is above it"
+        )
+
+
+def test_a_module_has_one_import_path() -> None:
+    # The top-level folders are installed as socialbench.*; with the checkout on sys.path
+    # they would import as top-level packages too, a second copy of every module.
+    root = Path(__file__).resolve().parent.parent
+    folders = {"services", "workloads", "gateway", "bench"}
+    offenders = []
+    for path in root.rglob("*.py"):
+        if {".venv", "build"} & set(path.relative_to(root).parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops = {node.module.split(".")[0]}
+            else:
+                continue
+            if tops & folders:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not offenders, f"imported by folder name instead of socialbench.*: {offenders}"

@@ -1,0 +1,108 @@
+"""One ramp run from start to report: the manifest, the ramp, its bundle, plots and report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from socialbench.workloads.ramp import machine
+from socialbench.workloads.ramp.bundle import (
+    BundleWriter,
+    Dataset,
+    Manifest,
+    StackRecord,
+    Summary,
+    bundle_dir,
+)
+from socialbench.workloads.ramp.energy import rapl_domains
+from socialbench.workloads.ramp.engine import (
+    Ramp,
+    RampConfig,
+    RampOutcome,
+    ResetHook,
+    SamplerFactory,
+)
+from socialbench.workloads.ramp.live import LiveView
+from socialbench.workloads.ramp.report import build_report
+
+from socialbench import __version__
+
+
+def energy_source(power_cmd: str | None) -> str:
+    """How energy will be measured, or why it will not."""
+    if power_cmd:
+        return f"--power-cmd {power_cmd!r}, sampled each second and integrated"
+    domains = rapl_domains()
+    if domains:
+        return "RAPL counters: " + ", ".join(d.name for d in domains)
+    return "unavailable: no RAPL counters under /sys/class/powercap and no --power-cmd"
+
+
+
+@dataclass
+class RampJob:
+    """Everything a ramp run needs besides its configuration."""
+
+    config: RampConfig
+    label: str
+    results_dir: Path
+    sampler: SamplerFactory
+    resources_source: str
+    dataset: Dataset
+    mongodb_server: str
+    stack: StackRecord | None = None
+    power_cmd: str | None = None
+    reset: ResetHook | None = None
+    quiet: bool = False
+
+
+@dataclass
+class RampReport:
+    directory: Path
+    report: Path
+    outcome: RampOutcome
+    summary: Summary
+
+
+def execute(job: RampJob, console: Console) -> RampReport:
+    """Run the ramp, writing its bundle as it goes, then its plots and report."""
+    described = machine.describe(job.mongodb_server)
+    manifest = Manifest(
+        socialbench_version=__version__,
+        created_at=datetime.now(UTC),
+        label=job.label,
+        command_line=described["command_line"],
+        git=described["git"],
+        config=job.config,
+        dataset=job.dataset,
+        stack=job.stack,
+        hardware=described["hardware"],
+        software=described["software"],
+        resources_source=job.resources_source,
+        energy_source=energy_source(job.power_cmd),
+    )
+    ramp = Ramp(job.config, sampler=job.sampler, power_cmd=job.power_cmd, reset=job.reset)
+    directory = bundle_dir(job.results_dir, job.label)
+    writer = BundleWriter(directory, manifest.model_copy(update={"config": ramp.config}))
+    config = ramp.config
+    slas = ", ".join(str(s) for s in config.slas)
+    console.print(
+        f"Ramp of [bold]{config.load.workload}[/] at {config.load.url}: from "
+        f"{config.start_rate:,.6g} req/s by {config.step_rate:,.6g}, steps of "
+        f"{config.step_duration_s:g} s after {config.warmup_s:g} s warm-up; SLA {slas}; "
+        f"stop below {config.min_achieved_ratio:.0%} achieved or above "
+        f"{config.max_error_ratio:.1%} errors"
+        + (", or when the driver is saturated" if config.stop_on_saturation else "")
+        + (f"; refine to {config.resolution:g} req/s" if config.refine else "")
+        + (f"; {config.repeat} repeats" if config.repeat > 1 else "")
+    )
+    console.print(f"Bundle: {directory}")
+    view = LiveView(console, quiet=job.quiet)
+    ramp.observers = [view, writer]
+    with view:
+        outcome = ramp.run()
+    summary = writer.finish(outcome)
+    report = build_report(directory)
+    return RampReport(directory, report, outcome, summary)

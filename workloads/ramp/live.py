@@ -1,0 +1,156 @@
+"""What a ramp shows on the console: a live panel of the step, a line per step, the headline."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.text import Text
+from socialbench.workloads.driver import SecondStats
+from socialbench.workloads.ramp.engine import (
+    RampObserver,
+    RampRun,
+    StepPlan,
+    StepRun,
+    StopReason,
+    format_ms,
+)
+
+if TYPE_CHECKING:
+    from socialbench.workloads.ramp.job import RampReport
+
+
+def step_line(step: StepRun) -> str:
+    result = step.result
+    mark = "[green]pass[/]" if step.passed else "[red]FAIL[/]"
+    cpu = step.usage.cpu_seconds
+    cpu_text = (f", stack CPU {cpu * 1000 / step.responses_in_span:.2f} ms/req"
+                if cpu is not None and step.responses_in_span else "")
+    line = (
+        f"  {mark} r{step.repeat} step {step.index:>2} {step.phase.value:<7} "
+        f"{step.rate:>10,.6g} req/s: achieved {result.achieved_rps:,.1f}, "
+        f"p50 {format_ms(result.latency.p50_ms)}, p99 {format_ms(result.latency.p99_ms)}, "
+        f"errors {result.errors.total:,} ({result.error_ratio:.2%}){cpu_text}"
+    )
+    if result.saturated:
+        line += " [yellow](driver saturated)[/]"
+    if not step.passed:
+        line += "\n         " + "; ".join(step.verdict.reasons)
+    return line
+
+
+class LiveView(RampObserver):
+    """A live panel of the running step (on a terminal) and one line per finished step."""
+
+    def __init__(self, console: Console, quiet: bool = False) -> None:
+        self.console = console
+        self.quiet = quiet
+        self.plan: StepPlan | None = None
+        self.seconds: list[SecondStats] = []
+        self.started = 0.0
+        self.live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        if self.console.is_terminal and not self.quiet:
+            self.live = Live(self, console=self.console, refresh_per_second=2, transient=True)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def repeat_started(self, repeat: int, repeats: int) -> None:
+        if repeats > 1:
+            self.console.rule(f"repeat {repeat} of {repeats}")
+
+    def step_started(self, plan: StepPlan) -> None:
+        self.plan, self.seconds, self.started = plan, [], time.monotonic()
+        if self.live is None and not self.quiet:
+            self.console.print(
+                f"  … r{plan.repeat} step {plan.index:>2} {plan.phase.value:<7} "
+                f"{plan.load.rate:>10,.6g} req/s for {plan.load.duration_s:g} s after "
+                f"{plan.load.warmup_s:g} s warm-up"
+            )
+
+    def second(self, stats: SecondStats) -> None:
+        self.seconds.append(stats)
+
+    def step_finished(self, step: StepRun) -> None:
+        self.plan = None
+        self.console.print(step_line(step))
+
+    def repeat_finished(self, run: RampRun) -> None:
+        answer = "no tested rate held the SLA"
+        if run.stop_reason is StopReason.INTERRUPTED:
+            answer = f"interrupted after {len(run.steps)} steps"
+        elif run.answer is not None:
+            p99 = format_ms(run.answer.result.latency.p99_ms)
+            answer = f"{run.answer.rate:,.6g} req/s, p99 {p99}"
+        self.console.print(f"  Repeat {run.repeat}: {answer}; stopped: [bold]"
+                           f"{run.stop_reason.value}[/] ({run.stop_detail})")
+
+    def note(self, message: str) -> None:
+        self.console.print(message)
+
+    def __rich__(self) -> RenderableType:
+        plan = self.plan
+        if plan is None:
+            return Text("")
+        load = plan.load
+        elapsed = time.monotonic() - self.started
+        left = max(0.0, plan.expected_s - elapsed)
+        window_end = load.warmup_s + load.duration_s
+        measured = [s for s in self.seconds if not s.warmup and s.second <= window_end]
+        last = self.seconds[-1] if self.seconds else None
+        phase = "starting" if last is None else "warm-up" if last.warmup else "measuring"
+        if last is not None and last.second > window_end:
+            phase = "draining"
+        achieved = sum(s.completed for s in measured) / len(measured) if measured else 0.0
+        errors = sum(s.errors for s in self.seconds)
+        worst = max((s.latency_p99_us for s in measured), default=0)
+        more = f" (+{plan.runs_left} more runs)" if plan.runs_left else ""
+        head = Text.from_markup(
+            f"[bold]repeat {plan.repeat}/{plan.repeats} · {plan.phase.value} step {plan.index}"
+            f" · offered {load.rate:,.6g} req/s[/] · {phase} · "
+            f"{elapsed:.0f} s of ~{plan.expected_s:.0f} s · step time left {left:.0f} s{more}"
+        )
+        if last is None:
+            return head
+        body = Text(
+            f"achieved {achieved:,.1f} req/s · p50 {format_ms(last.latency_p50_us / 1000)} · "
+            f"p99 {format_ms(last.latency_p99_us / 1000)} (worst second "
+            f"{format_ms(worst / 1000) if worst else '—'}) · errors {errors:,} · send lag p99 "
+            f"{format_ms(last.send_lag_p99_us / 1000)} · in flight {last.in_flight:,}"
+        )
+        return Group(head, body)
+
+
+
+def print_headline(result: RampReport, console: Console) -> None:
+    """The number, its p99, how it was found, and where the report is."""
+    summary = result.summary
+    sla = ", ".join(summary.sla)
+    if not summary.completed:
+        console.print(f"[bold yellow]Interrupted[/] in repeat {len(summary.repeats)}: its "
+                      f"{len(result.outcome.runs[-1].steps)} steps are in the bundle, and no "
+                      "answer is claimed from it.")
+    if summary.best is not None and summary.p99_ms is not None:
+        console.print(
+            f"[bold green]Max {summary.best.max_rate_rps:,.6g} req/s with {sla}[/]: p99 "
+            f"{format_ms(summary.p99_ms)}, achieved {summary.best.achieved_rps:,.1f} req/s"
+            + (f" (best of {len(summary.repeats)}; median {summary.median_max_rate_rps:,.6g}, "
+               f"CV {summary.coefficient_of_variation or 0:.1%})"
+               if len(summary.repeats) > 1 else "")
+        )
+    elif summary.completed:
+        console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
+    if summary.stop_reason is not None:
+        console.print(f"Stopped: {summary.stop_reason.value} — {summary.repeats[0].stop_detail}"
+                      if len(summary.repeats) == 1 else f"Stopped: {summary.stop_reason.value}")
+    if summary.saturated_steps:
+        console.print(f"[yellow]{summary.saturated_steps} step(s) with the driver saturated "
+                      "(see the report's warnings).[/]")
+    console.print(f"Report: [bold]{result.report}[/]")
