@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import Annotated, Any
 
 import orjson
@@ -22,34 +21,33 @@ from socialbench.runtime.app import ServiceContext, create_service_app, service_
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.errors import InvalidArgument
 from socialbench.runtime.jsonio import JSONResponse
-from socialbench.runtime.models import Creator, Media, Post, PostType, Url, UserMention
+from socialbench.runtime.models import (
+    Creator,
+    Media,
+    Post,
+    PostType,
+    Url,
+    UserMention,
+    check_media_lists,
+    now_ms,
+)
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
 
 # The original's prefix, spelling included.
 FAILURE_PREFIX = "compost_post failure"
 
 
-class ComposePostRequest(BaseModel):
-    username: str
-    user_id: int
-    text: str
-    media_ids: list[str] = []
-    media_types: list[str] = []
-    post_type: PostType = PostType.POST
-
-
-class ComposePost:
+class ComposePostService:
     """The service's logic: calls to the services a post is made of and stored by."""
 
     def __init__(self, context: ServiceContext) -> None:
-        rpc = context.rpc
-        self.text = rpc["text"]
-        self.user = rpc["user"]
-        self.media = rpc["media"]
-        self.unique_id = rpc["unique-id"]
-        self.post_storage = rpc["post-storage"]
-        self.user_timeline = rpc["user-timeline"]
-        self.home_timeline = rpc["home-timeline"]
+        self.text = context.rpc["text"]
+        self.user = context.rpc["user"]
+        self.media = context.rpc["media"]
+        self.unique_id = context.rpc["unique-id"]
+        self.post_storage = context.rpc["post-storage"]
+        self.user_timeline = context.rpc["user-timeline"]
+        self.home_timeline = context.rpc["home-timeline"]
 
     async def setup(self) -> None:
         return None
@@ -64,11 +62,8 @@ class ComposePost:
         post_type: PostType,
     ) -> str:
         """Compose, store and publish a post; its id."""
-        if len(media_ids) != len(media_types):
-            # Checked here too so that nothing is asked of the others for a bad request.
-            raise InvalidArgument(
-                f"{len(media_ids)} media_ids but {len(media_types)} media_types"
-            )
+        # Checked here too (media checks it) so that nothing is asked of the others in vain.
+        check_media_lists(media_ids, media_types)
         text_answer, creator_answer, media_answer, id_answer = await asyncio.gather(
             self.text.call("compose_text", {"text": text}),
             self.user.call(
@@ -77,7 +72,7 @@ class ComposePost:
             self.media.call("compose_media", {"media_ids": media_ids, "media_types": media_types}),
             self.unique_id.call("compose_unique_id", {}),
         )
-        timestamp = time.time_ns() // 1_000_000
+        timestamp = now_ms()
         post = _build_post(
             id_answer, creator_answer, text_answer, media_answer, timestamp, post_type
         )
@@ -127,16 +122,24 @@ def _build_post(
     )
 
 
-ComposePostDep = Annotated[ComposePost, Depends(service_logic)]
+ComposePostDep = Annotated[ComposePostService, Depends(service_logic)]
 router = APIRouter()
 
 
+class ComposePostRequest(BaseModel):
+    username: str
+    user_id: int
+    text: str
+    media_ids: list[str] = []
+    media_types: list[str] = []
+    post_type: PostType = PostType.POST
+
+
 @router.post("/compose_post")
-async def compose_post(request: ComposePostRequest, service: ComposePostDep) -> Response:
+async def compose_post(body: ComposePostRequest, service: ComposePostDep) -> Response:
     """Compose a new post; its id."""
     post_id = await service.compose(
-        request.username, request.user_id, request.text,
-        request.media_ids, request.media_types, request.post_type,
+        body.username, body.user_id, body.text, body.media_ids, body.media_types, body.post_type
     )
     return JSONResponse({"post_id": post_id})
 
@@ -181,10 +184,12 @@ def _media_from_form(args: dict[str, str]) -> tuple[list[str], list[str]]:
 async def wrk2_compose(request: Request, service: ComposePostDep) -> Response:
     """Compose a post for username/user_id (the wrk2 workload's request)."""
     args = await form_args(request)
-    user_id, username, post_type, body = require(args, "user_id", "username", "post_type", "text")
+    user_id, username, post_type, post_text = require(
+        args, "user_id", "username", "post_type", "text"
+    )
     media_ids, media_types = _media_from_form(args)
     await service.compose(
-        username, parse_int(user_id, "user_id"), body,
+        username, parse_int(user_id, "user_id"), post_text,
         media_ids, media_types, _post_type(post_type),
     )
     return text("Successfully upload post")
@@ -195,13 +200,13 @@ async def wrk2_compose(request: Request, service: ComposePostDep) -> Response:
 async def api_compose(request: Request, user: CurrentUser, service: ComposePostDep) -> Response:
     """Compose a post for the logged-in user."""
     args = await form_args(request)
-    post_type, body = require(args, "post_type", "text")
+    post_type, post_text = require(args, "post_type", "text")
     media_ids, media_types = _media_from_form(args)
     await service.compose(
-        user.username, user.user_id, body, media_ids, media_types, _post_type(post_type)
+        user.username, user.user_id, post_text, media_ids, media_types, _post_type(post_type)
     )
     return text("Successfully upload post")
 
 
 def create_app() -> FastAPI:
-    return create_service_app("compose-post", router, ComposePost)
+    return create_service_app("compose-post", router, ComposePostService)

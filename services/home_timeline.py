@@ -18,28 +18,15 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
-from socialbench.runtime.models import check_timeline_page
-from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
+from socialbench.runtime.timelines import ReadRequest, check_timeline_page, read_posts
+from socialbench.runtime.web import failure_prefix, form_args, require_ints
 
 
 def timeline_key(user_id: int) -> str:
     return f"{user_id}:home-timeline"
 
 
-class WriteRequest(BaseModel):
-    user_id: int
-    post_id: int
-    timestamp: int
-    user_mentions_id: list[int] = []
-
-
-class ReadRequest(BaseModel):
-    user_id: int
-    start: int
-    stop: int
-
-
-class HomeTimeline:
+class HomeTimelineService:
     """The service's logic: home timelines in Redis."""
 
     def __init__(self, context: ServiceContext) -> None:
@@ -71,32 +58,32 @@ class HomeTimeline:
         if stop <= start:
             return []
         found = await self.redis.zrevrange(timeline_key(user_id), start, stop - 1)
-        members = cast(list[bytes], found)
-        if not members:
-            return []
-        post_ids = [int(member) for member in members]
-        answer = await self.post_storage.call("read_posts", {"post_ids": post_ids})
-        posts: list[Any] = answer["posts"]
-        return posts
+        post_ids = [int(member) for member in cast(list[bytes], found)]
+        return await read_posts(self.post_storage, post_ids)
 
 
-HomeTimelineDep = Annotated[HomeTimeline, Depends(service_logic)]
+HomeTimelineDep = Annotated[HomeTimelineService, Depends(service_logic)]
 router = APIRouter()
 
 
+class WriteRequest(BaseModel):
+    user_id: int
+    post_id: int
+    timestamp: int
+    user_mentions_id: list[int] = []
+
+
 @router.post("/write_home_timeline")
-async def write_home_timeline(request: WriteRequest, service: HomeTimelineDep) -> Response:
+async def write_home_timeline(body: WriteRequest, service: HomeTimelineDep) -> Response:
     """Fan a new post out to its author's followers and the users it mentions."""
-    await service.write(
-        request.user_id, request.post_id, request.timestamp, request.user_mentions_id
-    )
+    await service.write(body.user_id, body.post_id, body.timestamp, body.user_mentions_id)
     return JSONResponse({})
 
 
 @router.post("/read_home_timeline")
-async def read_home_timeline(request: ReadRequest, service: HomeTimelineDep) -> Response:
+async def read_home_timeline(body: ReadRequest, service: HomeTimelineDep) -> Response:
     """Posts [start, stop) of the user's home timeline, newest first."""
-    posts = await service.read(request.user_id, request.start, request.stop)
+    posts = await service.read(body.user_id, body.start, body.stop)
     return JSONResponse({"posts": posts})
 
 
@@ -107,21 +94,17 @@ async def read_home_timeline(request: ReadRequest, service: HomeTimelineDep) -> 
 @failure_prefix("Get home-timeline failure")
 async def wrk2_read(request: Request, service: HomeTimelineDep) -> Response:
     """A page of any user's home timeline: user_id, start, stop."""
-    user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
-    posts = await service.read(
-        parse_int(user_id, "user_id"), parse_int(start, "start"), parse_int(stop, "stop")
-    )
-    return JSONResponse(posts)
+    user_id, start, stop = require_ints(await form_args(request), "user_id", "start", "stop")
+    return JSONResponse(await service.read(user_id, start, stop))
 
 
 @router.api_route("/api/home-timeline/read", methods=["GET", "POST"])
 @failure_prefix("Get home-timeline failure")
 async def api_read(request: Request, user: CurrentUser, service: HomeTimelineDep) -> Response:
     """A page of the logged-in user's home timeline."""
-    start, stop = require(await form_args(request), "start", "stop")
-    posts = await service.read(user.user_id, parse_int(start, "start"), parse_int(stop, "stop"))
-    return JSONResponse(posts)
+    start, stop = require_ints(await form_args(request), "start", "stop")
+    return JSONResponse(await service.read(user.user_id, start, stop))
 
 
 def create_app() -> FastAPI:
-    return create_service_app("home-timeline", router, HomeTimeline)
+    return create_service_app("home-timeline", router, HomeTimelineService)

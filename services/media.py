@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import InvalidArgument, NotFound, PayloadTooLarge, StoreError
-from socialbench.runtime.models import Media
+from socialbench.runtime.models import Media, check_media_lists
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 CHUNK_BYTES = 1 << 20
@@ -56,10 +56,7 @@ class MediaService:
     @staticmethod
     def compose(media_ids: list[str], media_types: list[str]) -> list[Media]:
         """``{media_id, media_type}`` pairs; a client error if the lists differ in length."""
-        if len(media_ids) != len(media_types):
-            raise InvalidArgument(
-                f"{len(media_ids)} media_ids but {len(media_types)} media_types"
-            )
+        check_media_lists(media_ids, media_types)
         return [
             Media(media_id=media_id, media_type=media_type)
             for media_id, media_type in zip(media_ids, media_types, strict=True)
@@ -133,6 +130,15 @@ class UploadAnswer(BaseModel):
     media_type: str
 
 
+@router.post("/compose_media")
+async def compose_media(body: ComposeMediaRequest, service: MediaDep) -> MediaAnswer:
+    """``media_ids`` zipped with ``media_types``; 400 if their lengths differ."""
+    return MediaAnswer(media=service.compose(body.media_ids, body.media_types))
+
+
+# Front-end routes (behind nginx).
+
+
 async def _at_most(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[bytes, None]:
     """``stream``, failing with 413 once it has passed ``limit`` bytes."""
     seen = 0
@@ -179,12 +185,6 @@ async def read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
     if not data:
         raise InvalidArgument("the file is empty")
     return data, media_type
-
-
-@router.post("/compose_media")
-async def compose_media(body: ComposeMediaRequest, service: MediaDep) -> MediaAnswer:
-    """``media_ids`` zipped with ``media_types``; 400 if their lengths differ."""
-    return MediaAnswer(media=service.compose(body.media_ids, body.media_types))
 
 
 @router.post("/upload-media")

@@ -21,18 +21,6 @@ from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
 from socialbench.runtime.models import Post
 
 
-class StorePostRequest(BaseModel):
-    post: Post
-
-
-class ReadPostRequest(BaseModel):
-    post_id: int
-
-
-class ReadPostsRequest(BaseModel):
-    post_ids: list[int]
-
-
 def _cache_key(post_id: int) -> bytes:
     return str(post_id).encode()
 
@@ -43,7 +31,7 @@ def _post_json(document: dict[str, Any]) -> bytes:
     return orjson.dumps(document)
 
 
-class PostStorage:
+class PostStorageService:
     """The service's logic: the post collection and its memcached cache."""
 
     def __init__(self, context: ServiceContext) -> None:
@@ -104,8 +92,20 @@ class PostStorage:
         return loaded
 
 
-PostStorageDep = Annotated[PostStorage, Depends(service_logic)]
+PostStorageDep = Annotated[PostStorageService, Depends(service_logic)]
 router = APIRouter()
+
+
+class StorePostRequest(BaseModel):
+    post: Post
+
+
+class ReadPostRequest(BaseModel):
+    post_id: int
+
+
+class ReadPostsRequest(BaseModel):
+    post_ids: list[int]
 
 
 def _json(body: bytes) -> Response:
@@ -113,23 +113,23 @@ def _json(body: bytes) -> Response:
 
 
 @router.post("/store_post")
-async def store_post(request: StorePostRequest, service: PostStorageDep) -> Response:
+async def store_post(body: StorePostRequest, service: PostStorageDep) -> Response:
     """Store a new post; 409 if its id is taken."""
-    await service.store_post(request.post)
+    await service.store_post(body.post)
     return _json(b"{}")
 
 
 @router.post("/read_post")
-async def read_post(request: ReadPostRequest, service: PostStorageDep) -> Response:
+async def read_post(body: ReadPostRequest, service: PostStorageDep) -> Response:
     """One post; 404 if unknown."""
-    return _json(b'{"post":' + await service.read_post_json(request.post_id) + b"}")
+    return _json(b'{"post":' + await service.read_post_json(body.post_id) + b"}")
 
 
 @router.post("/read_posts")
-async def read_posts(request: ReadPostsRequest, service: PostStorageDep) -> Response:
+async def read_posts(body: ReadPostsRequest, service: PostStorageDep) -> Response:
     """Posts in the order asked, duplicates once, unknown ids left out."""
-    return _json(b'{"posts":' + await service.read_posts_json(request.post_ids) + b"}")
+    return _json(b'{"posts":' + await service.read_posts_json(body.post_ids) + b"}")
 
 
 def create_app() -> FastAPI:
-    return create_service_app("post-storage", router, PostStorage)
+    return create_service_app("post-storage", router, PostStorageService)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -30,6 +29,7 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.models import now_ms
 from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.web import (
@@ -50,29 +50,11 @@ _OTHER_END: dict[Relation, tuple[str, str]] = {
 }
 
 
-class UserRequest(BaseModel):
-    user_id: int
-
-
-class FollowRequest(BaseModel):
-    user_id: int
-    followee_id: int
-
-
-class FollowWithUsernameRequest(BaseModel):
-    user_username: str
-    followee_username: str
-
-
 def _edge_id(user_id: int, followee_id: int) -> str:
     return f"{user_id}:{followee_id}"
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class SocialGraph:
+class SocialGraphService:
     """The service's logic: follow edges in MongoDB, cached per user in Redis."""
 
     def __init__(self, context: ServiceContext) -> None:
@@ -91,7 +73,7 @@ class SocialGraph:
 
     async def follow(self, user_id: int, followee_id: int) -> None:
         """``user_id`` follows ``followee_id``; following again keeps the first follow."""
-        now = _now_ms()
+        now = now_ms()
         edge = {"_id": _edge_id(user_id, followee_id), "follower_id": user_id,
                 "followee_id": followee_id, "timestamp": now}
         with contextlib.suppress(DuplicateKeyError):  # the edge exists: keep it as it is
@@ -151,69 +133,79 @@ class SocialGraph:
         return [int(edge[other_field]) for edge in edges]
 
 
-SocialGraphDep = Annotated[SocialGraph, Depends(service_logic)]
+SocialGraphDep = Annotated[SocialGraphService, Depends(service_logic)]
 router = APIRouter()
 
 
+class UserRequest(BaseModel):
+    user_id: int
+
+
+class FollowRequest(BaseModel):
+    user_id: int
+    followee_id: int
+
+
+class FollowWithUsernameRequest(BaseModel):
+    user_username: str
+    followee_username: str
+
+
 @router.post("/insert_user")
-async def insert_user(request: UserRequest, service: SocialGraphDep) -> Response:
+async def insert_user(body: UserRequest, service: SocialGraphDep) -> Response:
     """Make a new user known to the graph."""
-    await service.insert_user(request.user_id)
+    await service.insert_user(body.user_id)
     return JSONResponse({})
 
 
 @router.post("/follow")
-async def follow(request: FollowRequest, service: SocialGraphDep) -> Response:
+async def follow(body: FollowRequest, service: SocialGraphDep) -> Response:
     """user_id follows followee_id."""
-    await service.follow(request.user_id, request.followee_id)
+    await service.follow(body.user_id, body.followee_id)
     return JSONResponse({})
 
 
 @router.post("/unfollow")
-async def unfollow(request: FollowRequest, service: SocialGraphDep) -> Response:
+async def unfollow(body: FollowRequest, service: SocialGraphDep) -> Response:
     """user_id stops following followee_id."""
-    await service.unfollow(request.user_id, request.followee_id)
+    await service.unfollow(body.user_id, body.followee_id)
     return JSONResponse({})
 
 
 @router.post("/follow_with_username")
 async def follow_with_username(
-    request: FollowWithUsernameRequest, service: SocialGraphDep
+    body: FollowWithUsernameRequest, service: SocialGraphDep
 ) -> Response:
     """Follow, naming both users by username."""
-    await service.follow(
-        *await service.user_ids_of(request.user_username, request.followee_username)
-    )
+    await service.follow(*await service.user_ids_of(body.user_username, body.followee_username))
     return JSONResponse({})
 
 
 @router.post("/unfollow_with_username")
 async def unfollow_with_username(
-    request: FollowWithUsernameRequest, service: SocialGraphDep
+    body: FollowWithUsernameRequest, service: SocialGraphDep
 ) -> Response:
     """Unfollow, naming both users by username."""
-    await service.unfollow(
-        *await service.user_ids_of(request.user_username, request.followee_username)
-    )
+    await service.unfollow(*await service.user_ids_of(body.user_username, body.followee_username))
     return JSONResponse({})
 
 
 @router.post("/get_followers")
-async def get_followers(request: UserRequest, service: SocialGraphDep) -> Response:
+async def get_followers(body: UserRequest, service: SocialGraphDep) -> Response:
     """The ids of the user's followers."""
-    return JSONResponse({"user_ids": await service.users(request.user_id, "followers")})
+    return JSONResponse({"user_ids": await service.users(body.user_id, "followers")})
 
 
 @router.post("/get_followees")
-async def get_followees(request: UserRequest, service: SocialGraphDep) -> Response:
+async def get_followees(body: UserRequest, service: SocialGraphDep) -> Response:
     """The ids of the users the user follows."""
-    return JSONResponse({"user_ids": await service.users(request.user_id, "followees")})
+    return JSONResponse({"user_ids": await service.users(body.user_id, "followees")})
 
 
 # Front-end routes (behind nginx), as the original's Lua scripts.
 
 
-async def _pair_from_form(service: SocialGraph, args: dict[str, str]) -> tuple[int, int]:
+async def _pair_from_form(service: SocialGraphService, args: dict[str, str]) -> tuple[int, int]:
     """(user, followee) from ``user_id`` + ``followee_id``, or ``user_name`` + ``followee_name``."""
     if args.get("user_id") and args.get("followee_id"):
         return parse_int(args["user_id"], "user_id"), parse_int(args["followee_id"], "followee_id")
@@ -222,7 +214,7 @@ async def _pair_from_form(service: SocialGraph, args: dict[str, str]) -> tuple[i
     raise IncompleteArguments(["user_id", "followee_id"])
 
 
-async def _followee_from_form(service: SocialGraph, args: dict[str, str]) -> int:
+async def _followee_from_form(service: SocialGraphService, args: dict[str, str]) -> int:
     """The followee from ``followee_id`` or ``followee_name``."""
     if args.get("followee_id"):
         return parse_int(args["followee_id"], "followee_id")
@@ -282,4 +274,4 @@ async def api_get_followee(user: CurrentUser, service: SocialGraphDep) -> Respon
 
 
 def create_app() -> FastAPI:
-    return create_service_app("social-graph", router, SocialGraph)
+    return create_service_app("social-graph", router, SocialGraphService)

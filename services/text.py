@@ -16,8 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NeighbourError
-from socialbench.runtime.models import Url, UserMention
-from socialbench.runtime.rpc import RPCClient
+from socialbench.runtime.models import Url, UrlsAnswer, UserMention, UserMentionsAnswer
 
 MENTION = re.compile(r"@[A-Za-z0-9_-]+")
 URL = re.compile(r"(?:http|https)://[A-Za-z0-9_!~*'().&=+$%-]+")
@@ -33,7 +32,8 @@ class TextService:
     """The service's logic: parse, ask the neighbours, rewrite."""
 
     def __init__(self, context: ServiceContext) -> None:
-        self.rpc: RPCClient = context.rpc
+        self.url_shorten = context.rpc["url-shorten"]
+        self.user_mention = context.rpc["user-mention"]
 
     async def setup(self) -> None:
         return None
@@ -52,27 +52,17 @@ class TextService:
     async def _user_mentions(self, usernames: list[str]) -> list[UserMention]:
         if not usernames:
             return []
-        answer = await self.rpc.call(
-            "user-mention", "compose_user_mentions", {"usernames": usernames}
-        )
+        answer = await self.user_mention.call("compose_user_mentions", {"usernames": usernames})
         return _parse(UserMentionsAnswer, answer, "user-mention").user_mentions
 
     async def _shorten(self, urls: list[str]) -> list[Url]:
         if not urls:
             return []
-        answer = await self.rpc.call("url-shorten", "compose_urls", {"urls": urls})
+        answer = await self.url_shorten.call("compose_urls", {"urls": urls})
         pairs = _parse(UrlsAnswer, answer, "url-shorten").urls
         if len(pairs) != len(urls):
             raise _bad_answer("url-shorten", f"{len(pairs)} short urls for {len(urls)} urls")
         return pairs
-
-
-class UserMentionsAnswer(BaseModel):
-    user_mentions: list[UserMention]
-
-
-class UrlsAnswer(BaseModel):
-    urls: list[Url]
 
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)

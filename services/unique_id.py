@@ -14,8 +14,8 @@ import fcntl
 import os
 import socket
 import tempfile
-import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import StoreError
+from socialbench.runtime.models import now_ms
 
 EPOCH_MS = 1514764800000  # 2018-01-01T00:00:00Z
 HOST_BITS, SLOT_BITS, TIME_BITS, COUNTER_BITS = 7, 4, 40, 12
@@ -46,16 +47,16 @@ def claim_worker_slot(lock_dir: Path) -> tuple[int, BinaryIO]:
 class IdGenerator:
     """Snowflake-style ids for one machine id."""
 
-    def __init__(self, machine_id: int, clock_ms: object = None) -> None:
+    def __init__(self, machine_id: int, clock_ms: Callable[[], int] | None = None) -> None:
         if not 0 <= machine_id < 1 << (HOST_BITS + SLOT_BITS):
             raise ValueError(f"machine id {machine_id} does not fit in 11 bits")
         self.machine_id = machine_id
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or now_ms
         self._last_ms = 0
         self._counter = 0
 
     def next_id(self) -> int:
-        now = max(self._clock_ms() - EPOCH_MS, self._last_ms)  # type: ignore[operator]
+        now = max(self._clock_ms() - EPOCH_MS, self._last_ms)
         if now == self._last_ms:
             self._counter += 1
             if self._counter > MAX_COUNTER:
@@ -71,7 +72,7 @@ class IdGenerator:
         )
 
 
-class UniqueId:
+class UniqueIdService:
     """The service's logic: one generator per worker process."""
 
     def __init__(self, context: ServiceContext) -> None:
@@ -84,11 +85,8 @@ class UniqueId:
     async def setup(self) -> None:
         return None
 
-    def new_ids(self, count: int) -> list[int]:
-        return [self.generator.next_id() for _ in range(count)]
 
-
-UniqueIdDep = Annotated[UniqueId, Depends(service_logic)]
+UniqueIdDep = Annotated[UniqueIdService, Depends(service_logic)]
 router = APIRouter()
 
 
@@ -99,4 +97,4 @@ async def compose_unique_id(service: UniqueIdDep) -> dict[str, str]:
 
 
 def create_app() -> FastAPI:
-    return create_service_app("unique-id", router, UniqueId)
+    return create_service_app("unique-id", router, UniqueIdService)

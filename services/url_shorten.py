@@ -18,7 +18,7 @@ from pymongo.errors import BulkWriteError
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NotFound, StoreError
-from socialbench.runtime.models import Url
+from socialbench.runtime.models import Url, UrlsAnswer
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 SHORT_URL_PREFIX = "http://short-url/"
@@ -34,7 +34,7 @@ def new_short_url() -> str:
     return SHORT_URL_PREFIX + "".join(random.choices(SHORT_CODE_ALPHABET, k=SHORT_CODE_LENGTH))
 
 
-class UrlShorten:
+class UrlShortenService:
     """The service's logic: shorten in bulk, expand by index."""
 
     def __init__(self, context: ServiceContext) -> None:
@@ -82,7 +82,7 @@ class UrlShorten:
         return [Url(shortened_url=s, expanded_url=found[s]) for s in asked if s in found]
 
 
-UrlShortenDep = Annotated[UrlShorten, Depends(service_logic)]
+UrlShortenDep = Annotated[UrlShortenService, Depends(service_logic)]
 router = APIRouter()
 
 
@@ -92,10 +92,6 @@ class ComposeUrlsRequest(BaseModel):
 
 class ExpandUrlsRequest(BaseModel):
     shortened_urls: list[str]
-
-
-class UrlsAnswer(BaseModel):
-    urls: list[Url]
 
 
 @router.post("/compose_urls")
@@ -110,6 +106,9 @@ async def get_extended_urls(body: ExpandUrlsRequest, service: UrlShortenDep) -> 
     return UrlsAnswer(urls=await service.expand(body.shortened_urls))
 
 
+# Front-end routes (behind nginx).
+
+
 @router.get("/api/url/expand")
 @failure_prefix("Failed to expand url")
 async def api_expand_url(request: Request, service: UrlShortenDep) -> Url:
@@ -122,4 +121,4 @@ async def api_expand_url(request: Request, service: UrlShortenDep) -> Url:
 
 
 def create_app() -> FastAPI:
-    return create_service_app("url-shorten", router, UrlShorten)
+    return create_service_app("url-shorten", router, UrlShortenService)

@@ -77,7 +77,7 @@ class UserService:
 
     def __init__(self, context: ServiceContext) -> None:
         self.settings = context.settings
-        self.rpc = context.rpc
+        self.social_graph = context.rpc["social-graph"]
         self.memcached = context.stores.require_memcached()
         self.users = context.stores.require_mongodb()["user"]["user"]
 
@@ -109,7 +109,7 @@ class UserService:
                     raise Conflict(f"User id {user_id} already existed") from None
                 continue  # two made-up ids met: draw another
             await self._warm_cache(username, candidate, profile)
-            await self.rpc.call("social-graph", "insert_user", {"user_id": candidate})
+            await self.social_graph.call("insert_user", {"user_id": candidate})
             return candidate
         raise StoreError(f"no free user id after {MAX_ID_ATTEMPTS} attempts")
 
@@ -234,6 +234,9 @@ async def compose_creator_with_user_id(body: CreatorRequest) -> CreatorAnswer:
 async def get_user_id(body: UsernameRequest, service: UserDep) -> UserIdAnswer:
     """The id of ``username``; 404 if unknown."""
     return UserIdAnswer(user_id=await service.user_id(body.username))
+
+
+# Front-end routes (behind nginx), as the original's Lua scripts.
 
 
 REGISTRATION_FIELDS = ("first_name", "last_name", "username", "password")

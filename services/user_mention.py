@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
-from socialbench.runtime.models import UserMention
+from socialbench.runtime.models import UserMention, UserMentionsAnswer
 from socialbench.runtime.stores import user_id_cache_key
 
 
@@ -57,10 +57,6 @@ router = APIRouter()
 
 class ComposeUserMentionsRequest(BaseModel):
     usernames: list[str]
-
-
-class UserMentionsAnswer(BaseModel):
-    user_mentions: list[UserMention]
 
 
 @router.post("/compose_user_mentions")

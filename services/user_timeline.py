@@ -24,28 +24,16 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
-from socialbench.runtime.models import check_timeline_page
 from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
-from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
+from socialbench.runtime.timelines import ReadRequest, check_timeline_page, read_posts
+from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, require_ints
 
 WHOLE = b"~whole"  # marker member: this ZSET holds the user's whole timeline
 ALL_WHOLE = "user-timeline:whole"  # flag: Redis holds every user's whole timeline
 
 
-class WriteRequest(BaseModel):
-    user_id: int
-    post_id: int
-    timestamp: int
-
-
-class ReadRequest(BaseModel):
-    user_id: int
-    start: int
-    stop: int
-
-
-class UserTimeline:
+class UserTimelineService:
     """The service's logic: timeline entries in MongoDB, cached in Redis."""
 
     def __init__(self, context: ServiceContext) -> None:
@@ -70,12 +58,7 @@ class UserTimeline:
         check_timeline_page(start, stop)
         if stop <= start:
             return []
-        post_ids = await self.post_ids(user_id, start, stop)
-        if not post_ids:
-            return []
-        answer = await self.post_storage.call("read_posts", {"post_ids": post_ids})
-        posts: list[Any] = answer["posts"]
-        return posts
+        return await read_posts(self.post_storage, await self.post_ids(user_id, start, stop))
 
     async def post_ids(self, user_id: int, start: int, stop: int) -> list[int]:
         """Ids of posts ``[start, stop)``, newest first: Redis, else MongoDB."""
@@ -129,21 +112,27 @@ class Refill(NamedTuple):
     whole: bool  # fewer than asked for: the whole timeline
 
 
-UserTimelineDep = Annotated[UserTimeline, Depends(service_logic)]
+UserTimelineDep = Annotated[UserTimelineService, Depends(service_logic)]
 router = APIRouter()
 
 
+class WriteRequest(BaseModel):
+    user_id: int
+    post_id: int
+    timestamp: int
+
+
 @router.post("/write_user_timeline")
-async def write_user_timeline(request: WriteRequest, service: UserTimelineDep) -> Response:
+async def write_user_timeline(body: WriteRequest, service: UserTimelineDep) -> Response:
     """Add a post to its creator's timeline."""
-    await service.write(request.user_id, request.post_id, request.timestamp)
+    await service.write(body.user_id, body.post_id, body.timestamp)
     return JSONResponse({})
 
 
 @router.post("/read_user_timeline")
-async def read_user_timeline(request: ReadRequest, service: UserTimelineDep) -> Response:
+async def read_user_timeline(body: ReadRequest, service: UserTimelineDep) -> Response:
     """Posts [start, stop) of the user's timeline, newest first."""
-    posts = await service.read(request.user_id, request.start, request.stop)
+    posts = await service.read(body.user_id, body.start, body.stop)
     return JSONResponse({"posts": posts})
 
 
@@ -154,11 +143,8 @@ async def read_user_timeline(request: ReadRequest, service: UserTimelineDep) -> 
 @failure_prefix("Get user-timeline failure")
 async def wrk2_read(request: Request, service: UserTimelineDep) -> Response:
     """A page of any user's timeline: user_id, start, stop."""
-    user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
-    posts = await service.read(
-        parse_int(user_id, "user_id"), parse_int(start, "start"), parse_int(stop, "stop")
-    )
-    return JSONResponse(posts)
+    user_id, start, stop = require_ints(await form_args(request), "user_id", "start", "stop")
+    return JSONResponse(await service.read(user_id, start, stop))
 
 
 @router.api_route("/api/user-timeline/read", methods=["GET", "POST"])
@@ -173,4 +159,4 @@ async def api_read(request: Request, user: CurrentUser, service: UserTimelineDep
 
 
 def create_app() -> FastAPI:
-    return create_service_app("user-timeline", router, UserTimeline)
+    return create_service_app("user-timeline", router, UserTimelineService)

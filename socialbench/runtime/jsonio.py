@@ -1,24 +1,11 @@
-"""Fast JSON for request and response bodies (orjson)."""
+"""Fast JSON for response bodies (orjson)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
-from fastapi import Request
 from starlette.responses import Response
-
-from socialbench.runtime.errors import InvalidArgument
-
-dumps = orjson.dumps
-
-
-def loads(data: bytes | str) -> Any:
-    """Parse JSON; malformed input is the caller's fault (400)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"malformed JSON: {exc}") from None
 
 
 class JSONResponse(Response):
@@ -28,8 +15,3 @@ class JSONResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
-
-
-async def json_body(request: Request) -> Any:
-    """The request's JSON body."""
-    return loads(await request.body())

@@ -1,11 +1,13 @@
-"""The post model shared by the services that build, store and serve posts.
+"""The models and checks shared by the services that build, store and serve posts.
 
-Every 64-bit id and the timestamp are strings in JSON, as the original's front end
-sends them (JavaScript cannot hold a 64-bit integer exactly).
+Every 64-bit id and the timestamp are strings in a post's JSON, as the original's front
+end sends them (JavaScript cannot hold a 64-bit integer exactly). Timestamps are
+milliseconds since the Unix epoch.
 """
 
 from __future__ import annotations
 
+import time
 from enum import IntEnum
 
 from pydantic import BaseModel
@@ -40,6 +42,16 @@ class Url(BaseModel):
     expanded_url: str
 
 
+# The answers of url-shorten and user-mention, which text reads (no docstrings: they
+# would become descriptions in the services' OpenAPI).
+class UrlsAnswer(BaseModel):
+    urls: list[Url]
+
+
+class UserMentionsAnswer(BaseModel):
+    user_mentions: list[UserMention]
+
+
 class Post(BaseModel):
     post_id: str
     creator: Creator
@@ -52,12 +64,12 @@ class Post(BaseModel):
     post_type: PostType
 
 
-MAX_TIMELINE_INDEX = 1 << 31
+def check_media_lists(media_ids: list[str], media_types: list[str]) -> None:
+    """A clear 400 unless a post's ``media_ids`` and ``media_types`` pair up."""
+    if len(media_ids) != len(media_types):
+        raise InvalidArgument(f"{len(media_ids)} media_ids but {len(media_types)} media_types")
 
 
-def check_timeline_page(start: int, stop: int) -> None:
-    """A clear 400 unless ``start`` and ``stop`` of a timeline page are in ``[0, 2**31]``."""
-    if not (0 <= start <= MAX_TIMELINE_INDEX and 0 <= stop <= MAX_TIMELINE_INDEX):
-        raise InvalidArgument(
-            f"start and stop must be in [0, {MAX_TIMELINE_INDEX}], got {start} and {stop}"
-        )
+def now_ms() -> int:
+    """The time now, in the milliseconds since the Unix epoch that timestamps count."""
+    return time.time_ns() // 1_000_000

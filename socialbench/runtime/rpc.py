@@ -94,7 +94,11 @@ def _error_from_answer(name: str, method: str, status: int, body: bytes) -> Exce
 
 
 class RPCClient:
-    """One :class:`Neighbour` per neighbour service of this process."""
+    """One :class:`Neighbour` per neighbour service of this process (the registry's list).
+
+    Services call a neighbour through its :class:`Neighbour`:
+    ``await self.post_storage.call("read_posts", {...})``.
+    """
 
     def __init__(
         self, settings: Settings, neighbours: Iterable[str], *, tracer: Tracer | None = None
@@ -111,11 +115,14 @@ class RPCClient:
         }
 
     def __getitem__(self, name: str) -> Neighbour:
-        return self._neighbours[name]
-
-    async def call(self, service: str, method: str, payload: Any = None) -> Any:
-        """Call ``method`` of neighbour ``service``."""
-        return await self._neighbours[service].call(method, payload)
+        """The pool of neighbour ``name``; a service keeps it, e.g. ``self.user = rpc["user"]``."""
+        try:
+            return self._neighbours[name]
+        except KeyError:
+            known = ", ".join(self._neighbours) or "none"
+            raise KeyError(
+                f"{name!r} is not a neighbour in the registry; the neighbours are: {known}"
+            ) from None
 
     async def close(self) -> None:
         await asyncio.gather(*(n.close() for n in self._neighbours.values()))

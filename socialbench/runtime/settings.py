@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from socialbench import registry
 
 
+def _service_urls_from_env() -> dict[str, str]:
+    """The URLs the environment gives services, under each one's ``url_env``.
+
+    Names match regardless of case, as for the other settings (pydantic-settings).
+    """
+    env = {name.upper(): value for name, value in os.environ.items()}
+    return {spec.name: env[spec.url_env] for spec in registry.SERVICES if env.get(spec.url_env)}
+
+
 class Settings(BaseSettings):
     """Everything a service process can be told: where it listens, its stores, its neighbours.
 
-    A neighbour's address comes from ``SOCIALBENCH_<NAME>_URL`` (e.g.
-    ``SOCIALBENCH_POST_STORAGE_URL``); without one it is ``http://<neighbour_host>:<port>``
-    with the port from the registry.
+    A neighbour's address comes from the environment variable the registry names for it
+    (``ServiceSpec.url_env``, e.g. ``SOCIALBENCH_POST_STORAGE_URL``); without one it is
+    ``http://<neighbour_host>:<port>`` with the port from the registry. See :meth:`url_of`.
     """
 
     model_config = SettingsConfigDict(env_prefix=registry.ENV_PREFIX, extra="ignore")
@@ -36,18 +46,6 @@ class Settings(BaseSettings):
     rpc_pool_size: int = 256
     rpc_timeout_s: float = 10.0
 
-    unique_id_url: str | None = None
-    url_shorten_url: str | None = None
-    user_mention_url: str | None = None
-    media_url: str | None = None
-    user_url: str | None = None
-    social_graph_url: str | None = None
-    post_storage_url: str | None = None
-    user_timeline_url: str | None = None
-    home_timeline_url: str | None = None
-    text_url: str | None = None
-    compose_post_url: str | None = None
-
     machine_id: int | None = None
     # The original signs with "secret"; PyJWT wants 32 bytes or more for HS256.
     jwt_secret: str = "socialbench-login-token-secret-change-me"
@@ -59,11 +57,13 @@ class Settings(BaseSettings):
     # Share of requests at front-end routes that start a trace (others follow their caller).
     tracing_sample_ratio: float = Field(default=0.01, ge=0.0, le=1.0)
 
+    # Neighbour URLs set in the environment, by service name; read with the other settings.
+    _service_urls: dict[str, str] = PrivateAttr(default_factory=_service_urls_from_env)
+
     def url_of(self, service: str) -> str:
-        """Base URL of neighbour ``service``."""
+        """Base URL of service ``service``: its registry variable, else neighbour host and port."""
         spec = registry.get(service)
-        explicit: str | None = getattr(self, spec.env_name.lower() + "_url")
-        return explicit or f"http://{self.neighbour_host}:{spec.port}"
+        return self._service_urls.get(spec.name) or f"http://{self.neighbour_host}:{spec.port}"
 
     @property
     def memcached_host_port(self) -> tuple[str, int]:

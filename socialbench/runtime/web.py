@@ -63,6 +63,12 @@ def parse_int(value: str, name: str) -> int:
         raise InvalidArgument(f"{name} must be an integer, got {value!r}") from None
 
 
+def require_ints(args: dict[str, str], *names: str) -> list[int]:
+    """The values of ``names`` as ints: :func:`require`, then :func:`parse_int` each."""
+    values = require(args, *names)
+    return [parse_int(value, name) for value, name in zip(values, names, strict=True)]
+
+
 def text(body: str, status_code: int = 200) -> PlainTextResponse:
     """A plain-text answer ending with a newline, as the original's ``ngx.say``."""
     return PlainTextResponse(body + "\n", status_code=status_code)

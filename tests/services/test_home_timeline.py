@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.home_timeline import HomeTimeline, create_app, timeline_key
+from socialbench.services.home_timeline import HomeTimelineService, create_app, timeline_key
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
@@ -61,8 +61,8 @@ async def client(app: FastAPI) -> AsyncIterator[AsyncClient]:
         yield http
 
 
-def home(app: FastAPI) -> HomeTimeline:
-    logic: HomeTimeline = app.state.logic
+def home(app: FastAPI) -> HomeTimelineService:
+    logic: HomeTimelineService = app.state.logic
     return logic
 
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.post_storage import PostStorage, create_app
+from socialbench.services.post_storage import PostStorageService, create_app
 
 from tests.services.support import app_client, unique_name
 
@@ -39,8 +39,8 @@ async def client(app: FastAPI) -> AsyncIterator[AsyncClient]:
         yield http
 
 
-def storage(app: FastAPI) -> PostStorage:
-    logic: PostStorage = app.state.logic
+def storage(app: FastAPI) -> PostStorageService:
+    logic: PostStorageService = app.state.logic
     return logic
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.social_graph import ALL_LOADED, LOADED, SocialGraph, create_app
+from socialbench.services.social_graph import ALL_LOADED, LOADED, SocialGraphService, create_app
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
@@ -73,8 +73,8 @@ async def client(app: FastAPI) -> AsyncIterator[AsyncClient]:
         yield http
 
 
-def graph(app: FastAPI) -> SocialGraph:
-    logic: SocialGraph = app.state.logic
+def graph(app: FastAPI) -> SocialGraphService:
+    logic: SocialGraphService = app.state.logic
     return logic
 
 

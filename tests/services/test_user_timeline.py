@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.user_timeline import ALL_WHOLE, WHOLE, UserTimeline, create_app
+from socialbench.services.user_timeline import ALL_WHOLE, WHOLE, UserTimelineService, create_app
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
@@ -60,8 +60,8 @@ async def client(app: FastAPI) -> AsyncIterator[AsyncClient]:
         yield http
 
 
-def timeline(app: FastAPI) -> UserTimeline:
-    logic: UserTimeline = app.state.logic
+def timeline(app: FastAPI) -> UserTimelineService:
+    logic: UserTimelineService = app.state.logic
     return logic
 
 

@@ -62,12 +62,6 @@ def register(name: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
     return add
 
 
-def builtin_names() -> list[str]:
-    """Names of the built-in workloads."""
-    _import_builtins()
-    return sorted(_BUILTINS)
-
-
 def load_workload(spec: str, **options: Any) -> Workload:
     """The workload named ``spec`` (a built-in, or ``path/to/file.py:ClassName``).
 

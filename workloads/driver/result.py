@@ -165,10 +165,6 @@ class LoadResult(BaseModel):
     warnings: list[str]
 
     @property
-    def error_count(self) -> int:
-        return self.errors.total
-
-    @property
     def error_ratio(self) -> float:
         return self.errors.total / self.scheduled if self.scheduled else 0.0
 
