@@ -127,3 +127,36 @@ def test_query_strings_pass_and_pages_are_served(gateway: int) -> None:
     assert page.startswith(b"HTTP/1.1 200") and b"/api/user/login" in page
     missing = raw_request(gateway, b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert missing.startswith(b"HTTP/1.1 404")
+
+
+def body_of(answer: bytes) -> bytes:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return body
+
+
+@pytest.mark.parametrize("route", nginx.routes(), ids=lambda route: route.path)
+def test_a_route_with_a_trailing_slash_is_the_same_route(gateway: int, route: nginx.Route) -> None:
+    """The original's pages load ``/get-media/?filename=…``; every route takes both forms."""
+    answers = [raw_request(gateway, b"GET %s?filename=12.png&x=%%20y HTTP/1.1\r\nHost: x\r\n"
+                                    b"Connection: close\r\n\r\n" % path.encode())
+               for path in (route.path, route.path + "/")]
+    assert body_of(answers[0]) == body_of(answers[1])
+    assert body_of(answers[1]).startswith(b"GET %s?filename=12.png&x=%%20y\n"
+                                          % route.path.encode())
+
+
+def test_media_in_both_forms_gets_the_same_bytes(gateway: int) -> None:
+    """GET /get-media/?filename= as the original's timeline pages; POST /upload-media/ too."""
+    get = [body_of(raw_request(gateway, b"GET %s?filename=546626863406298496.jpg HTTP/1.1\r\n"
+                                        b"Host: x\r\nConnection: close\r\n\r\n" % path))
+           for path in (b"/get-media", b"/get-media/")]
+    assert get[0] == get[1] == b"GET /get-media?filename=546626863406298496.jpg\n-\n"
+    form = (b"--b\r\nContent-Disposition: form-data; name=\"media\"; filename=\"a.png\"\r\n"
+            b"Content-Type: image/png\r\n\r\n\x89PNG\r\n\x1a\n\x00\xff\r\n--b--\r\n")
+    posts = [body_of(raw_request(gateway, b"POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                          b"Content-Type: multipart/form-data; boundary=b\r\n"
+                                          b"Content-Length: %d\r\n\r\n%s"
+                                          % (path, len(form), form)))
+             for path in (b"/upload-media", b"/upload-media/")]
+    assert posts[0] == posts[1] == b"POST /upload-media\n-\n" + form
