@@ -1,6 +1,6 @@
 """How fast is the driver? Against nginx ``return 200`` on loopback, beside vegeta and wrk.
 
-    .venv/bin/python bench/driver.py [--duration 10] [--processes 1 2] [--rates 20000 40000]
+    socialbench bench driver [--duration 10] [--processes 1 --processes 2] [--rates 20000 ...]
 
 For each driver process count, finds the highest rate at which the driver holds
 achieved >= 99% of offered and send-lag p99 <= 1 ms (steps up, then bisects), then runs
@@ -10,15 +10,13 @@ with as many threads. ``--repeat N`` runs each rate N times and judges the media
 also meet the issue's target, p99 <= 5 ms, and gives the CPU time the hypervisor stole
 during each run (``/proc/stat``): a run with steal was not on a quiet machine. ``--pin``
 puts a single driver process (and the tools compared beside it) on the first CPU and
-nginx on the last.
-Prints a table with the load average seen, and writes it to
-``results/bench-driver-<time>.json``. Not a test: numbers depend on the machine and on
-what else runs on it.
+nginx on the last. Prints a table with the load average seen, and writes it to
+``results/bench-driver-<time>.json`` (``--results-dir``). Not a test: numbers depend on
+the machine and on what else runs on it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -26,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult, run_load
@@ -57,6 +55,25 @@ http {{
 
 
 TARGET_P99_MS = 5.0
+
+
+@dataclass(frozen=True)
+class DriverBench:
+    """What to measure: per-process rates to try, how long, how often."""
+
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    connections: int = 128
+    processes: tuple[int, ...] = (1, 2)
+    rates: tuple[float, ...] = ()  # exact rates to try (no search)
+    start: float = 30_000  # first rate per process
+    step: float = 10_000  # step per process
+    resolution: float = 2_500
+    repeat: int = 1  # runs per rate; the median run (by p99) is judged
+    distribution: Distribution = Distribution.EXPONENTIAL
+    nginx_workers: int = 1
+    pin: bool = False
+    results_dir: Path = field(default=Path("results"))
 
 
 @dataclass
@@ -93,13 +110,13 @@ def start_nginx(workdir: Path, workers: int, cpus: set[int] | None) -> tuple[Ser
     return server, f"http://127.0.0.1:{port}/"
 
 
-def drive(url: str, rate: float, processes: int, args: argparse.Namespace) -> LoadResult:
-    config = LoadConfig(
-        url=url, rate=rate, duration_s=args.duration, warmup_s=args.warmup, workload="url",
-        distribution=Distribution(args.distribution), processes=processes,
-        connections=args.connections, seed=1,
+def drive(url: str, rate: float, processes: int, config: DriverBench) -> LoadResult:
+    load = LoadConfig(
+        url=url, rate=rate, duration_s=config.duration_s, warmup_s=config.warmup_s,
+        workload="url", distribution=config.distribution, processes=processes,
+        connections=config.connections, seed=1,
     )
-    return run_load(config)
+    return run_load(load)
 
 
 def cpu_times() -> list[int]:
@@ -140,41 +157,41 @@ def row_of(result: LoadResult, processes: int) -> Row:
     )
 
 
-def measure(url: str, rate: float, processes: int, args: argparse.Namespace) -> Row:
+def measure(url: str, rate: float, processes: int, config: DriverBench) -> Row:
     """The median (by p99) of ``--repeat`` runs at ``rate``, each printed."""
     runs: list[Row] = []
-    for _ in range(args.repeat):
+    for _ in range(config.repeat):
         before = cpu_times()
-        row = row_of(drive(url, rate, processes, args), processes)
+        row = row_of(drive(url, rate, processes, config), processes)
         row.steal_percent = steal_percent(before, cpu_times())
         print(f"  {processes}P {rate:>9,.0f} req/s: {row}", flush=True)
         runs.append(row)
     runs.sort(key=lambda r: (not r.ok, r.p99_ms))
     median = runs[len(runs) // 2]
-    if args.repeat > 1:
-        median.note = (f"median of {args.repeat} runs; p99 of all: "
+    if config.repeat > 1:
+        median.note = (f"median of {config.repeat} runs; p99 of all: "
                        + ", ".join(f"{r.p99_ms:.2f}" for r in runs) + " ms")
     return median
 
 
-def highest_rate(url: str, processes: int, args: argparse.Namespace) -> list[Row]:
+def highest_rate(url: str, processes: int, config: DriverBench) -> list[Row]:
     """Rows of every rate tried; the highest passing rate is the last row with ok=True."""
     rows: list[Row] = []
-    rates = [float(r) for r in args.rates] if args.rates else None
+    rates = list(config.rates) or None
     passed, failed = 0.0, None
-    candidates = iter(rates or [args.start * processes + args.step * processes * i
+    candidates = iter(rates or [config.start * processes + config.step * processes * i
                                 for i in range(100)])
     for rate in candidates:
-        row = measure(url, rate, processes, args)
+        row = measure(url, rate, processes, config)
         rows.append(row)
         if not row.ok:
             failed = rate
             break
         passed = rate
     if rates is None and failed is not None:
-        while failed - passed > args.resolution:
+        while failed - passed > config.resolution:
             rate = (passed + failed) / 2
-            row = measure(url, rate, processes, args)
+            row = measure(url, rate, processes, config)
             rows.append(row)
             passed, failed = (rate, failed) if row.ok else (passed, rate)
     return rows
@@ -186,15 +203,15 @@ def pinned(argv: list[str]) -> list[str]:
     return ["taskset", "-c", cpus, *argv]
 
 
-def run_vegeta(url: str, rate: float, args: argparse.Namespace) -> Row | None:
+def run_vegeta(url: str, rate: float, config: DriverBench) -> Row | None:
     vegeta = shutil.which("vegeta", path=f"{os.environ.get('PATH', '')}:{Path.home()}/go/bin")
     if vegeta is None:
         return None
     attack = subprocess.run(
         # Workers bounded like our connections: unbounded, vegeta past its limit spawns
         # workers and connections until requests time out (30 s) and its rate collapses.
-        pinned([vegeta, "attack", f"-rate={int(rate)}/s", f"-duration={int(args.duration)}s",
-                f"-max-workers={args.connections}"]),
+        pinned([vegeta, "attack", f"-rate={int(rate)}/s",
+                f"-duration={int(config.duration_s)}s", f"-max-workers={config.connections}"]),
         input=f"GET {url}\n".encode(), capture_output=True, check=True,
     )
     report = subprocess.run([vegeta, "report", "-type=json"], input=attack.stdout,
@@ -209,11 +226,12 @@ def run_vegeta(url: str, rate: float, args: argparse.Namespace) -> Row | None:
     )
 
 
-def run_wrk(url: str, threads: int, args: argparse.Namespace) -> Row:
+def run_wrk(url: str, threads: int, config: DriverBench) -> Row:
     """wrk, closed loop: its ceiling with the same connections (no rate to hold)."""
     out = subprocess.run(
-        pinned(["wrk", f"-t{threads}", f"-c{args.connections}", f"-d{int(args.duration)}s",
-                "--latency", url]), capture_output=True, text=True, check=True,
+        pinned(["wrk", f"-t{threads}", f"-c{config.connections}",
+                f"-d{int(config.duration_s)}s", "--latency", url]),
+        capture_output=True, text=True, check=True,
     ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = _wrk_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
@@ -228,48 +246,32 @@ def _wrk_ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--warmup", type=float, default=2.0)
-    parser.add_argument("--connections", type=int, default=128)
-    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--rates", nargs="+", help="Exact rates to try (no search).")
-    parser.add_argument("--start", type=float, default=30_000, help="First rate per process.")
-    parser.add_argument("--step", type=float, default=10_000, help="Step per process.")
-    parser.add_argument("--resolution", type=float, default=2_500)
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="Runs per rate; the median run (by p99) is judged.")
-    parser.add_argument("--distribution", default="exp", choices=["exp", "constant"])
-    parser.add_argument("--nginx-workers", type=int, default=1)
-    parser.add_argument("--pin", action="store_true",
-                        help="Pin a single driver process (and the tools) to CPU 0, nginx to 1 "
-                             "(on a quiet machine only: pinned, the driver cannot flee others).")
-    args = parser.parse_args()
+def run(config: DriverBench) -> Path:
+    """Measure, print the table, write it; the JSON file written."""
     all_cpus = os.sched_getaffinity(0)
-    pin = args.pin and len(all_cpus) >= 2
+    pin = config.pin and len(all_cpus) >= 2
     nginx_cpus = {max(all_cpus)} if pin else None
 
     load_start = os.getloadavg()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-driver-") as tmp:
-        nginx, url = start_nginx(Path(tmp), args.nginx_workers, nginx_cpus)
+        nginx, url = start_nginx(Path(tmp), config.nginx_workers, nginx_cpus)
         try:
-            for processes in args.processes:
+            for processes in config.processes:
                 # One driver process on its own CPU, nginx on another; more share them all.
                 os.sched_setaffinity(0, {min(all_cpus)} if pin and processes == 1 else all_cpus)
-                found = highest_rate(url, processes, args)
+                found = highest_rate(url, processes, config)
                 rows += found
                 best = max((r for r in found if r.ok), key=lambda r: r.offered_rps or 0,
                            default=None)
                 if best is not None and best.offered_rps:
                     before = cpu_times()
-                    vegeta = run_vegeta(url, best.offered_rps, args)
+                    vegeta = run_vegeta(url, best.offered_rps, config)
                     if vegeta is not None:
                         vegeta.steal_percent = steal_percent(before, cpu_times())
                         rows.append(vegeta)
                 before = cpu_times()
-                wrk = run_wrk(url, processes, args)
+                wrk = run_wrk(url, processes, config)
                 wrk.steal_percent = steal_percent(before, cpu_times())
                 rows.append(wrk)
         finally:
@@ -293,12 +295,10 @@ def main() -> None:
               f" {r.p99_ms:.2f} | {r.max_ms:.2f} | {lag} | {cpu} | {steal} |"
               f" {'yes' if r.ok else 'no'} | {target} | {r.note} |")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(__file__).parents[1] / "results" / f"bench-driver-{stamp}.json"
-    out.parent.mkdir(exist_ok=True)
+    out = config.results_dir / f"bench-driver-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"load_start": load_start, "load_end": load_end, "pinned": pin,
-                               "args": vars(args), "rows": [asdict(r) for r in rows]}, indent=2))
+                               "args": asdict(config), "rows": [asdict(r) for r in rows]},
+                              indent=2, default=str))
     print(f"written to {out}")
-
-
-if __name__ == "__main__":
-    main()
+    return out

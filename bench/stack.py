@@ -1,20 +1,19 @@
 """Baseline of the stack: wrk (closed loop) against the front end, and CPU per request.
 
-    .venv/bin/socialbench up --fresh && .venv/bin/socialbench seed --posts-per-user 5
-    .venv/bin/python bench/stack.py [--connections 32] [--duration 20] [--data-dir .socialbench]
+    socialbench up --fresh && socialbench seed --posts-per-user 5
+    socialbench bench stack [--connections 32] [--duration 20] [--data-dir .socialbench]
 
 For each workload (read-home-timeline, read-user-timeline, compose-post) it writes the
 requests of that workload's one definition (``socialbench.workloads``) into a wrk Lua
 script that cycles through them, runs ``wrk --latency``, and measures the CPU seconds of
 every process of the local stack over the run (psutil). Prints requests/s, latency
 percentiles, and stack CPU per request, and writes them to
-``results/bench-stack-<time>.json``. Not a test: numbers depend on the machine and on
-what else runs on it (the load average is printed beside them).
+``results/bench-stack-<time>.json`` (``--results-dir``). Not a test: numbers depend on
+the machine and on what else runs on it (the load average is printed beside them).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -22,14 +21,34 @@ import re
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from socialbench.workloads.definitions.core import load_workload
+from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 
 from socialbench.stack.local import LocalStack
 
 WORKLOADS = ("read-home-timeline", "read-user-timeline", "compose-post")
+
+
+class NoStack(RuntimeError):
+    """No local stack runs from the data directory given."""
+
+
+@dataclass(frozen=True)
+class StackBench:
+    """What to run: wrk's connections, threads and time per workload, against which stack."""
+
+    url: str = "http://127.0.0.1:8080"
+    data_dir: Path = field(default=Path(".socialbench"))
+    connections: int = 32
+    threads: int = 2
+    duration_s: int = 20  # per workload
+    users: int = DEFAULT_USERS
+    workloads: tuple[str, ...] = WORKLOADS
+    results_dir: Path = field(default=Path("results"))
 LUA = """
 local parts = {{
 {requests}
@@ -85,29 +104,20 @@ def parse_wrk(output: str) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8080")
-    parser.add_argument("--data-dir", type=Path, default=Path(".socialbench"))
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--duration", type=int, default=20, help="seconds per workload")
-    parser.add_argument("--users", type=int, default=962)
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
-    args = parser.parse_args()
-
+def run(config: StackBench) -> Path:
+    """wrk each workload against the running stack, print and write the rows; the file."""
     rows: list[dict[str, Any]] = []
-    for name in args.workloads:
+    for name in config.workloads:
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-            script.write(wrk_script(name, args.users, 5000, seed=len(rows) + 1))
-        sampler = LocalStack(args.data_dir).sampler()
+            script.write(wrk_script(name, config.users, 5000, seed=len(rows) + 1))
+        sampler = LocalStack(config.data_dir).sampler()
         if sampler is None:
-            raise SystemExit(f"no local stack runs from {args.data_dir}: socialbench up first")
+            raise NoStack(f"no local stack runs from {config.data_dir}: socialbench up first")
         load_before = os.getloadavg()[0]
         with sampler:
             wrk = subprocess.run(
-                ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s",
-                 "--latency", "-s", script.name, args.url],
+                ["wrk", f"-t{config.threads}", f"-c{config.connections}", f"-d{config.duration_s}s",
+                 "--latency", "-s", script.name, config.url],
                 capture_output=True, text=True, check=True,
             )
         os.unlink(script.name)
@@ -123,12 +133,10 @@ def main() -> None:
               f"  p99 {row.get('p99_ms', 0):7.1f} ms  non-2xx {row['non_2xx']:.0f}"
               f"  stack CPU {row['stack_cpu_ms_per_request'] or 0:.2f} ms/req"
               f"  top {row['top_cpu']}  (load avg before {load_before:.1f})", flush=True)
-    out = Path("results") / f"bench-stack-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"connections": args.connections, "threads": args.threads,
-                               "duration_s": args.duration, "rows": rows}, indent=2))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = config.results_dir / f"bench-stack-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"connections": config.connections, "threads": config.threads,
+                               "duration_s": config.duration_s, "rows": rows}, indent=2))
     print(f"written {out}")
-
-
-if __name__ == "__main__":
-    main()
+    return out

@@ -1,4 +1,4 @@
-"""The ``socialbench`` command line."""
+"""The socialbench command line: one typer app, every command (their modules are beside)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from socialbench import registry
 from socialbench.cli import deploy as deploy_commands
 from socialbench.cli import ramp as ramp_command
 from socialbench.cli import stack as stack_commands
+from socialbench.cli.bench import bench_app
 from socialbench.cli.demo import demo
 from socialbench.cli.load import load
 from socialbench.cli.locust import locust
@@ -20,6 +21,9 @@ app = typer.Typer(
     help="The DeathStarBench social network in Python, and the tools to measure it.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    # Click's plain help: flags without a '<bool>' type (typer's rich panels show one on
+    # every flag, --help too), and options wrapped to the terminal, not squeezed in a table.
+    rich_markup_mode=None,
 )
 
 
@@ -52,20 +56,15 @@ def serve(
     )
 
 
-app.command()(stack_commands.up)
-app.command()(stack_commands.down)
-app.command()(stack_commands.status)
-app.command()(stack_commands.logs)
+for command in (stack_commands.up, stack_commands.down, stack_commands.status,
+                stack_commands.logs, load, ramp_command.ramp, ramp_command.report,
+                ramp_command.compare, demo, locust, deploy_commands.merge,
+                deploy_commands.probe):
+    app.command()(command)
 app.command("seed")(seed_command)
-
-
-app.command()(load)
-app.command()(ramp_command.ramp)
-app.command()(ramp_command.report)
-app.command()(ramp_command.compare)
-app.command()(demo)
-app.command()(locust)
-app.command()(deploy_commands.merge)
+app.add_typer(deploy_commands.deploy_app)
+app.add_typer(deploy_commands.loadjob_app)
+app.add_typer(bench_app)
 
 
 if __name__ == "__main__":

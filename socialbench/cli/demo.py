@@ -1,4 +1,4 @@
-"""``socialbench demo``: the README's main command in a few minutes (what ``make demo`` runs).
+"""'socialbench demo': the README's main command in a few minutes (what 'make demo' runs).
 
 A fresh local stack, the default synthetic graph (socfb-Reed98's shape) seeded with a
 few posts per user, a quick SLA ramp of the mixed workload against it, and the report.
@@ -20,13 +20,8 @@ from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.definitions.seed import seed_graph
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
-from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.driver.config import (
-    DEFAULT_CONNECTIONS,
-    DEFAULT_TIMEOUT_S,
-    default_processes,
-    parse_duration,
-)
+from socialbench.workloads.driver import LoadConfig
+from socialbench.workloads.driver.config import default_processes, parse_duration
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import RampConfig, Sla
 from socialbench.workloads.ramp.job import RampJob, execute
@@ -48,7 +43,8 @@ def demo(
     # 10-second steps are too short for an overload's backlog to reach the usual 2 s.
     sla: Annotated[str, typer.Option(help="The SLA, e.g. p99=2s.")] = "p99=500ms",
     keep_running: Annotated[bool, typer.Option(
-        help="Leave the stack running afterwards (default: stop it).")] = False,
+        "--keep-running", help="Leave the stack running afterwards (default: stop it).")]
+    = False,
 ) -> None:
     """Fresh stack, seeded graph, a quick ramp of the mixed workload, and its report."""
     console = Console(highlight=False)
@@ -67,10 +63,8 @@ def demo(
         load = LoadConfig(
             url=config.url, workload=WORKLOAD, users=USERS, rate=start_rate,
             duration_s=parse_duration(QUICK["step_duration"]),
-            warmup_s=parse_duration(QUICK["warmup"]),
-            distribution=Distribution.EXPONENTIAL, connections=DEFAULT_CONNECTIONS,
-            max_connections=None, processes=min(default_processes(), 2),
-            timeout_s=DEFAULT_TIMEOUT_S, seed=secrets.randbits(32), absolute_form=True,
+            warmup_s=parse_duration(QUICK["warmup"]), processes=min(default_processes(), 2),
+            seed=secrets.randbits(32),
         )
         ramp_config = RampConfig(
             load=load, start_rate=start_rate, step_rate=step,

@@ -1,17 +1,16 @@
-"""``socialbench load``: the command line of the open-loop driver."""
+"""'socialbench load': the command line of the open-loop driver."""
 
 from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from socialbench.cli.options import model_default, seconds_text
 from socialbench.workloads.driver.config import (
-    DEFAULT_CONNECTIONS,
-    DEFAULT_TIMEOUT_S,
     Distribution,
     LoadConfig,
     default_processes,
@@ -19,11 +18,18 @@ from socialbench.workloads.driver.config import (
 )
 
 
+def default(field: str) -> Any:
+    """The default of a LoadConfig field."""
+    return model_default(LoadConfig, field)
+
+
 def load(
-    url: Annotated[str, typer.Argument(help="Target, e.g. http://127.0.0.1:8080 (plain http).")],
+    url: Annotated[str, typer.Argument(
+        metavar="URL", help="Target, e.g. http://127.0.0.1:8080 (plain http).")],
     rate: Annotated[float, typer.Option("--rate", "-R", help="Requests per second, in total.")],
     duration: Annotated[str, typer.Option("--duration", "-d", help="Measured time.")] = "30s",
-    warmup: Annotated[str, typer.Option(help="Load sent first, left out of the results.")] = "0s",
+    warmup: Annotated[str, typer.Option(help="Load sent first, left out of the results.")] = (
+        seconds_text(default("warmup_s"))),
     workload: Annotated[
         str,
         typer.Option(
@@ -32,14 +38,15 @@ def load(
             help="url (GET the URL), compose-post, read-home-timeline, read-user-timeline, "
             "mixed (60/30/10), or path.py:Name.",
         ),
-    ] = "url",
-    users: Annotated[int, typer.Option(help="Social-network users: ids in [0, users).")] = 962,
+    ] = default("workload"),
+    users: Annotated[int, typer.Option(help="Social-network users: ids in [0, users).")] = (
+        default("users")),
     distribution: Annotated[
         Distribution, typer.Option("--distribution", "-D", help="Inter-arrival times.")
-    ] = Distribution.EXPONENTIAL,
+    ] = default("distribution"),
     connections: Annotated[
         int, typer.Option("--connections", "-c", help="Connections (the start, if growing).")
-    ] = DEFAULT_CONNECTIONS,
+    ] = default("connections"),
     max_connections: Annotated[
         int | None,
         typer.Option(help="Grow the pool on demand up to this many; beyond, drop and count."),
@@ -49,8 +56,7 @@ def load(
         typer.Option("--processes", "-P", help="Driver processes (default: the cores available)."),
     ] = None,
     timeout: Annotated[str, typer.Option(help="Per request, from its send.")] = (
-        f"{DEFAULT_TIMEOUT_S:g}s"
-    ),
+        seconds_text(default("timeout_s"))),
     seed: Annotated[int | None, typer.Option(help="Seed of every random draw.")] = None,
     absolute_form: Annotated[
         bool,
@@ -58,7 +64,7 @@ def load(
             "--absolute-form/--origin-form",
             help="Request line with http://host:port/path (as wrk2's Lua scripts) or /path.",
         ),
-    ] = True,
+    ] = default("absolute_form"),
     json_file: Annotated[
         Path | None, typer.Option("--json", help="Write the full result, histograms included.")
     ] = None,

@@ -1,13 +1,15 @@
-"""``socialbench locust``: Locust's web UI (or a headless run) over the social-network workloads.
+"""'socialbench locust': Locust's web UI (or a headless run) over the social-network workloads.
 
-Locust runs in child processes (``python -m locust`` with ``workloads/locustfile.py``):
-gevent patches the process it runs in, which the rest of socialbench must not be. With
+Locust runs in child processes ('python -m locust' with workloads/definitions/locustfile.py):
+gevent patches the process it runs in, which the rest of socialbench must not be (so this
+module finds the locustfile without importing it). With
 ``--workers N`` it is a master and N local workers (Locust's own distributed mode, as the
 helm chart runs it). Every child is stopped when the command ends, however it ends.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import signal
@@ -28,12 +30,19 @@ from rich.console import Console
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port, mongodb_flavour
-from socialbench.workloads.definitions import locustfile
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver.config import parse_duration
 from socialbench.workloads.ramp import bundle as bundles
 
-LOCUSTFILE = Path(locustfile.__file__)
+
+def _locustfile() -> Path:
+    """Where the locustfile is, found without importing it (and so gevent)."""
+    spec = importlib.util.find_spec("socialbench.workloads.definitions.locustfile")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin)
+
+
+LOCUSTFILE = _locustfile()
 DEFAULT_HOST = "http://127.0.0.1:8080"
 CSV_PREFIX = "locust"  # locust_stats.csv, locust_stats_history.csv, locust_failures.csv, ...
 STOP_GRACE_S = 15.0  # Locust writes its last CSV rows and report on the way out
@@ -185,7 +194,8 @@ def locust(
     graph_users: Annotated[int, typer.Option(
         min=2, help="Users of the seeded graph: user ids are drawn in [0, N).")] = DEFAULT_USERS,
     headless: Annotated[bool, typer.Option(
-        help="No web UI: run for --run-time, CSV and HTML into a results bundle.")] = False,
+        "--headless", help="No web UI: run for --run-time, CSV and HTML into a results bundle.")]
+    = False,
     run_time: Annotated[str, typer.Option(
         "--run-time", "-t", help="With --headless (without --ramp): e.g. 30s, 5m.")] = "1m",
     label: Annotated[str, typer.Option(
@@ -196,13 +206,15 @@ def locust(
     web_host: Annotated[str, typer.Option(help="Address of the web UI.")] = "127.0.0.1",
     web_port: Annotated[int, typer.Option(help="Port of the web UI.")] = 8089,
     ramp: Annotated[bool, typer.Option(
+        "--ramp",
         help="Step ramp: --ramp-start users, +--ramp-step every --ramp-hold, up to --users.")]
     = False,
     ramp_start: Annotated[int, typer.Option(min=1, help="Users of the first step.")] = 10,
     ramp_step: Annotated[int, typer.Option(min=1, help="Users added at each step.")] = 10,
     ramp_hold: Annotated[str, typer.Option(help="How long each step holds: 30s, 5m.")] = "60s",
     locust_args: Annotated[list[str] | None, typer.Argument(
-        help="More Locust options, after --: e.g. -- --loglevel DEBUG.")] = None,
+        metavar="LOCUST_ARGS", help="More Locust options, after --: e.g. -- --loglevel DEBUG.")]
+    = None,
 ) -> None:
     """Locust over the mixed workload (60/30/10): explore with it, quote the driver."""
     host = host or default_host(data_dir)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
 from socialbench.workloads.driver.config import parse_duration
 
@@ -34,3 +35,13 @@ def ratio(text: str, option: str | None = None) -> float:
     if value > 1:
         raise typer.BadParameter(f"{text!r} is more than 100%", param_hint=option)
     return value
+
+
+def model_default(model: type[BaseModel], field: str) -> Any:
+    """The default of ``model``'s ``field``: an option's default, written once in the model."""
+    return model.model_fields[field].default
+
+
+def seconds_text(seconds: float) -> str:
+    """``10.0`` -> ``10s``: a default duration in seconds as an option's text."""
+    return f"{seconds:g}s"

@@ -1,4 +1,4 @@
-"""``socialbench ramp``, ``socialbench report DIR`` and ``socialbench compare DIR...``."""
+"""'socialbench ramp', 'socialbench report DIR' and 'socialbench compare DIR...'."""
 
 from __future__ import annotations
 
@@ -6,25 +6,42 @@ import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, duration, ratio
+from socialbench.cli.load import default as load_default
+from socialbench.cli.options import (
+    DEFAULT_DATA_DIR,
+    DataDir,
+    duration,
+    model_default,
+    ratio,
+    seconds_text,
+)
 from socialbench.stack.local import LocalStack, StackError
 from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
 from socialbench.workloads.definitions.seed import SeedError, seed_graph
 from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.driver.config import DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT_S
 from socialbench.workloads.ramp.bundle import Dataset
-from socialbench.workloads.ramp.engine import RampConfig, ResetHook, Sla, StopReason
+from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla, StopReason
 from socialbench.workloads.ramp.job import RampJob, execute
 from socialbench.workloads.ramp.live import print_headline
 
 QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s"}
 FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s"}
 SETUP_ERRORS = (StackError, SeedError, ServerNotInstalled)
+
+
+def default(field: str) -> Any:
+    """The default of a RampConfig field."""
+    return model_default(RampConfig, field)
+
+
+def percent(share: float) -> str:
+    """0.01 -> '1%'."""
+    return f"{100 * share:g}%"
 
 
 def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_value: int,
@@ -41,41 +58,49 @@ def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_va
 
 
 def ramp(
-    url: Annotated[str, typer.Argument(help="Target (the stack's front end).")] = (
-        "http://127.0.0.1:8080"),
+    ctx: typer.Context,
+    url: Annotated[str, typer.Argument(metavar="URL", help="Target (the stack's front end).")]
+    = "http://127.0.0.1:8080",
     workload: Annotated[str, typer.Option("--workload", "-w", help=(
         "compose-post, read-home-timeline, read-user-timeline, mixed, url, or path.py:Name."))]
     = "mixed",
     start_rate: Annotated[float, typer.Option(min=0.001, help="Offered req/s of step 1.")]
-    = 1000.0,
+    = default("start_rate"),
     step: Annotated[float, typer.Option(min=0.001, help="Added to the rate each step.")]
-    = 500.0,
+    = default("step_rate"),
     step_duration: Annotated[str | None, typer.Option(
         help="Measured time per step (default 5m; --quick 10s).")] = None,
     warmup: Annotated[str | None, typer.Option(
         help="Warm-up before each step's window (default 30s; --quick 3s).")] = None,
     sla: Annotated[list[str] | None, typer.Option(
-        help="pNN=TIME, e.g. p99=2s or p99.9=50ms; repeat for several (all must hold).")]
-    = None,
-    max_errors: Annotated[str, typer.Option(help="Stop above this share of errors.")] = "1%",
+        help="pNN=TIME, e.g. p99=2s or p99.9=50ms; repeat for several (all must hold; "
+        f"default: {DEFAULT_SLA}).")] = None,
+    max_errors: Annotated[str, typer.Option(help="Stop above this share of errors.")]
+    = percent(default("max_error_ratio")),
     min_achieved: Annotated[str, typer.Option(
-        help="Stop when achieved falls below this share of offered.")] = "95%",
+        help="Stop when achieved falls below this share of offered.")]
+    = percent(default("min_achieved_ratio")),
     ignore_driver_saturation: Annotated[bool, typer.Option(
+        "--ignore-driver-saturation",
         help="Do not stop when the driver judges itself saturated (still recorded).")]
     = False,
     max_rate: Annotated[float | None, typer.Option(help="Never offer more than this.")] = None,
-    max_steps: Annotated[int, typer.Option(min=1, help="Ramp steps per repeat at most.")] = 50,
+    max_steps: Annotated[int, typer.Option(min=1, help="Ramp steps per repeat at most.")]
+    = default("max_steps"),
     refine: Annotated[bool, typer.Option(
-        help="Bisect between the last pass and the first failure, then confirm.")] = False,
+        "--refine", help="Bisect between the last pass and the first failure, then confirm.")]
+    = default("refine"),
     resolution: Annotated[float | None, typer.Option(
         help="Bisection resolution in req/s (default: step / 10).")] = None,
     confirm_duration: Annotated[str | None, typer.Option(
         help="Measured time of the confirmation run (default: 2 steps).")] = None,
-    repeat: Annotated[int, typer.Option(min=1, help="Run the whole ramp N times.")] = 1,
-    quick: Annotated[bool, typer.Option(help="Short steps (10 s, 3 s warm-up): demos, CI.")]
-    = False,
+    repeat: Annotated[int, typer.Option(min=1, help="Run the whole ramp N times.")]
+    = default("repeat"),
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Short steps (10 s, 3 s warm-up): demos, CI.")] = False,
     pause: Annotated[str | None, typer.Option(help="Idle time between steps.")] = None,
     fresh: Annotated[bool, typer.Option(
+        "--fresh",
         help="Before each repeat: restart the local stack with empty stores and seed it.")]
     = False,
     graph: Annotated[str, typer.Option(help="With --fresh: the graph to seed.")] = "synthetic",
@@ -88,16 +113,25 @@ def ramp(
     label: Annotated[str | None, typer.Option(help="Names the bundle (default: workload).")]
     = None,
     results_dir: Annotated[Path, typer.Option(help="Where bundles go.")] = Path("results"),
-    connections: Annotated[int, typer.Option("--connections", "-c")] = DEFAULT_CONNECTIONS,
-    max_connections: Annotated[int | None, typer.Option()] = None,
-    processes: Annotated[int | None, typer.Option("--processes", "-P")] = None,
-    timeout: Annotated[str, typer.Option(help="Per request.")] = f"{DEFAULT_TIMEOUT_S:g}s",
-    distribution: Annotated[Distribution, typer.Option("--distribution", "-D")] = (
-        Distribution.EXPONENTIAL),
-    users: Annotated[int | None, typer.Option(
-        help="Users the workload draws from (default: the seeded graph's, else 962).")] = None,
+    connections: Annotated[int, typer.Option(
+        "--connections", "-c", help="Connections (the start, if growing).")]
+    = load_default("connections"),
+    max_connections: Annotated[int | None, typer.Option(
+        help="Grow the pool on demand up to this many; beyond, drop and count.")] = None,
+    processes: Annotated[int | None, typer.Option(
+        "--processes", "-P", help="Driver processes (default: the cores available).")] = None,
+    timeout: Annotated[str, typer.Option(help="Per request.")] = (
+        seconds_text(load_default("timeout_s"))),
+    distribution: Annotated[Distribution, typer.Option(
+        "--distribution", "-D", help="Inter-arrival times.")] = load_default("distribution"),
+    users: Annotated[int, typer.Option(
+        min=2, help="Users the workload draws from (with --fresh and no --users: the "
+        "seeded graph's).")] = load_default("users"),
     seed: Annotated[int | None, typer.Option(help="Seed of the driver's random draws.")] = None,
-    absolute_form: Annotated[bool, typer.Option("--absolute-form/--origin-form")] = True,
+    absolute_form: Annotated[bool, typer.Option(
+        "--absolute-form/--origin-form",
+        help="Request line with http://host:port/path or /path.")]
+    = load_default("absolute_form"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view.")] = False,
 ) -> None:
     """Find the highest rate that holds the SLA: step the load up until it breaks."""
@@ -109,6 +143,8 @@ def ramp(
     console = Console(highlight=False)
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")
+    source = ctx.get_parameter_source("users")
+    users_given = source is not None and source.name != "DEFAULT"
     graph_users = None
     if fresh:
         from socialbench.workloads.definitions import graph as graphs
@@ -121,7 +157,8 @@ def ramp(
         load = LoadConfig(
             url=url, rate=start_rate, duration_s=step_s,
             warmup_s=duration(warmup or profile["warmup"]), workload=workload,
-            users=users or graph_users or 962, distribution=distribution,
+            users=users if users_given or graph_users is None else graph_users,
+            distribution=distribution,
             connections=connections, max_connections=max_connections,
             processes=processes or min(default_processes(), connections),
             timeout_s=duration(timeout), seed=seed if seed is not None
@@ -130,7 +167,7 @@ def ramp(
         load_workload(load.workload, users=load.users, path=load.target.path)
         config = RampConfig(
             load=load, start_rate=start_rate, step_rate=step, step_duration_s=step_s,
-            warmup_s=load.warmup_s, slas=tuple(Sla.parse(s) for s in sla or ["p99=2s"]),
+            warmup_s=load.warmup_s, slas=tuple(Sla.parse(s) for s in sla or [DEFAULT_SLA]),
             max_error_ratio=ratio(max_errors), min_achieved_ratio=ratio(min_achieved),
             stop_on_saturation=not ignore_driver_saturation, max_rate=max_rate,
             max_steps=max_steps, refine=refine, resolution_rps=resolution,

@@ -96,7 +96,7 @@ def up(
 
 
 def down(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
-    """Stop everything ``up`` started, in reverse order, and leave no process behind."""
+    """Stop everything 'up' started, in reverse order, and leave no process behind."""
     leftovers = LocalStack(data_dir).stop()
     if leftovers is None:
         console.print("No stack state here; nothing to stop.")

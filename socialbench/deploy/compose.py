@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from socialbench import registry
-from socialbench.deploy import stack
+from socialbench.deploy import GENERATE_COMMAND, stack
 from socialbench.deploy.yamltext import Inline, dump
 
 COMPOSE_FILE = "docker-compose.yml"
@@ -21,17 +21,17 @@ NGINX_FILE = "nginx.conf"
 IMAGE = "${SOCIALBENCH_IMAGE:-socialbench:dev}"
 BUILD = {"context": "..", "dockerfile": "Dockerfile", "target": "runtime"}
 HEALTH_TIMING = {"interval": "5s", "timeout": "3s", "retries": 30, "start_period": "10s"}
-HEADER = """\
-Generated from socialbench/registry.py by `python -m socialbench.deploy generate`:
+HEADER = f"""\
+Generated from socialbench/registry.py by `{GENERATE_COMMAND}`:
 edit the registry or socialbench/deploy/compose.py, not this file (tests compare them).
 
     docker compose -f compose/docker-compose.yml up -d       # build, start, seed
     docker compose -f compose/docker-compose.yml --profile load run --rm driver
 See docs/deploy.md for the variables (SOCIALBENCH_WORKERS, SOCIALBENCH_LOAD_RATE, ...).
 """
-ENV_HEADER = """\
+ENV_HEADER = f"""\
 Environment of every service container (the local launcher's names).
-Generated from socialbench/registry.py by `python -m socialbench.deploy generate`."""
+Generated from socialbench/registry.py by `{GENERATE_COMMAND}`."""
 
 
 def _healthy(*names: str) -> dict[str, dict[str, str]]:

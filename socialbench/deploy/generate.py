@@ -1,16 +1,15 @@
 """Write (or check) every deployment file generated from the registry.
 
-    python -m socialbench.deploy generate   # after editing socialbench/registry.py
-    python -m socialbench.deploy check      # exit 1 and name the stale files
+    socialbench deploy generate   # after editing socialbench/registry.py
+    socialbench deploy check      # exit 1 and name the stale files
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from socialbench.deploy import compose, helm, stack
+from socialbench.deploy import GENERATE_COMMAND, compose, helm, stack
 
 
 def expected_files() -> dict[Path, str]:
@@ -43,18 +42,17 @@ def write_files() -> list[Path]:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = args[0] if args else "check"
-    if command == "generate":
-        for path in write_files():
-            print(f"wrote {path.relative_to(stack.REPO_ROOT)}")
-        return 0
-    if command == "check":
-        stale = stale_files()
-        for path in stale:
-            print(f"stale: {path.relative_to(stack.REPO_ROOT)} "
-                  "(run: python -m socialbench.deploy generate)", file=sys.stderr)
-        return 1 if stale else 0
-    print("usage: python -m socialbench.deploy generate|check", file=sys.stderr)
-    return 2
+def generate() -> int:
+    """Write the stale files, naming each; 0."""
+    for path in write_files():
+        print(f"wrote {path.relative_to(stack.REPO_ROOT)}")
+    return 0
+
+
+def check() -> int:
+    """1 when a generated file is stale (each named on stderr), else 0."""
+    stale = stale_files()
+    for path in stale:
+        print(f"stale: {path.relative_to(stack.REPO_ROOT)} (run: {GENERATE_COMMAND})",
+              file=sys.stderr)
+    return 1 if stale else 0

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from socialbench import registry
-from socialbench.deploy import stack
+from socialbench.deploy import GENERATE_COMMAND, stack
 from socialbench.deploy.yamltext import Inline, dump
 
 REGISTRY_FILE = "files/registry.yaml"
 NGINX_FILE = "files/nginx.conf"
-HEADER = """\
-Generated from socialbench/registry.py by `python -m socialbench.deploy generate`;
+HEADER = f"""\
+Generated from socialbench/registry.py by `{GENERATE_COMMAND}`;
 do not edit (tests compare them). The templates read services and stores from here."""
 
 

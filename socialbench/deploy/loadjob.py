@@ -1,7 +1,7 @@
 """The load Job on Kubernetes: N drivers started together, their results merged into one.
 
-    python -m socialbench.deploy.loadjob collect --drivers N --out DIR [--port 8000] ...
-    python -m socialbench.deploy.loadjob drive --collector URL --drivers N --rate R \\
+    socialbench loadjob collect --drivers N --out DIR [--port 8000] ...
+    socialbench loadjob drive --collector URL --drivers N --rate R \\
         [--index I] [--seed S] -- URL [more `socialbench load` options]
 
 Each driver pod (one index of an Indexed Job) tells the collector it is ready and waits;
@@ -20,10 +20,8 @@ into a result bundle and serves it for a while:
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -45,6 +43,9 @@ from socialbench.deploy.probe import wait_healthy
 if TYPE_CHECKING:
     from socialbench.workloads.driver.result import LoadResult
 
+DEFAULT_PORT = 8000  # the collector's
+READY_TIMEOUT_S = 900.0  # how long the collector and each driver wait for every driver
+LINGER_S = 3600.0  # how long the collector serves the bundle after the merge
 READY_POLL_S = 30.0  # how long one /ready request is held before the driver asks again
 START_GRACE_S = 600.0  # beyond warm-up + duration: late pods, request timeouts, drain
 _ROUTE = re.compile(r"^/(ready|parts|failed)/(\d+)$")
@@ -346,68 +347,37 @@ def drive(collector_url: str, *, drivers: int, rate: float, index: int, seed: in
         return code or 1
 
 
-# ---------------------------------------------------------------- command line
+# ---------------------------------------------------------------- the two roles
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m socialbench.deploy.loadjob",
-                                     description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+def run_collector(*, drivers: int, out_dir: Path, run: str = "", host: str = "0.0.0.0",
+                  port: int = DEFAULT_PORT, warmup_s: float = 0.0, duration_s: float,
+                  ready_timeout_s: float = READY_TIMEOUT_S, linger_s: float = LINGER_S) -> int:
+    """The collector of ``drivers`` drivers that each load for ``warmup_s + duration_s``.
 
-    collect_cmd = commands.add_parser("collect", help="run the collector")
-    collect_cmd.add_argument("--drivers", type=int, required=True)
-    collect_cmd.add_argument("--out", type=Path, required=True, help="bundle directory")
-    collect_cmd.add_argument("--run", default="", help="name of the run")
-    collect_cmd.add_argument("--host", default="0.0.0.0")
-    collect_cmd.add_argument("--port", type=int, default=8000)
-    collect_cmd.add_argument("--warmup", default="0s", help="the drivers' --warmup")
-    collect_cmd.add_argument("--duration", default="30s", help="the drivers' --duration")
-    collect_cmd.add_argument("--ready-timeout", type=float, default=900.0, metavar="SECONDS")
-    collect_cmd.add_argument("--linger", type=float, default=3600.0, metavar="SECONDS",
-                             help="serve the bundle this long after the merge")
-
-    drive_cmd = commands.add_parser("drive", help="run one driver of the load Job")
-    drive_cmd.add_argument("--collector", required=True, help="http://host:port")
-    drive_cmd.add_argument("--drivers", type=int, required=True)
-    drive_cmd.add_argument("--rate", type=float, required=True, help="total, all drivers")
-    drive_cmd.add_argument("--index", type=int, default=None,
-                           help="default: $JOB_COMPLETION_INDEX (set by an Indexed Job)")
-    drive_cmd.add_argument("--seed", type=int, default=None,
-                           help="driver i uses SEED + i (default: random)")
-    drive_cmd.add_argument("--ready-timeout", type=float, default=900.0, metavar="SECONDS")
-    drive_cmd.add_argument("load_args", nargs=argparse.REMAINDER,
-                           help="-- URL and more `socialbench load` options")
-    return parser
+    0 when every driver reported (see :func:`collect`).
+    """
+    collector = Collector(drivers, out_dir, run)
+    server = serve(collector, host, port)
+    print(f"collector for {drivers} drivers on {host}:{port}", flush=True)
+    try:
+        return collect(collector, ready_timeout_s=ready_timeout_s,
+                       run_timeout_s=warmup_s + duration_s + START_GRACE_S, linger_s=linger_s)
+    finally:
+        server.shutdown()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "collect":
-        from socialbench.workloads.driver.config import parse_duration
-
-        run_timeout_s = (parse_duration(args.warmup) + parse_duration(args.duration)
-                         + START_GRACE_S)
-        collector = Collector(args.drivers, args.out, args.run)
-        server = serve(collector, args.host, args.port)
-        print(f"collector for {args.drivers} drivers on {args.host}:{args.port}", flush=True)
-        try:
-            return collect(collector, ready_timeout_s=args.ready_timeout,
-                           run_timeout_s=run_timeout_s, linger_s=args.linger)
-        finally:
-            server.shutdown()
-    index = args.index if args.index is not None else int(os.environ["JOB_COMPLETION_INDEX"])
-    load_args = args.load_args[1:] if args.load_args[:1] == ["--"] else args.load_args
+def run_driver(collector_url: str, *, drivers: int, rate: float, index: int,
+               seed: int | None, load_args: Sequence[str],
+               ready_timeout_s: float = READY_TIMEOUT_S) -> int:
+    """Driver ``index``: :func:`drive`, its failures told on stderr (exit code 1; 2: no target)."""
     if not load_args:
         print("drive: give the target after --, e.g. -- http://nginx:8080 --duration 60s",
               file=sys.stderr)
         return 2
     try:
-        return drive(args.collector, drivers=args.drivers, rate=args.rate, index=index,
-                     seed=args.seed, load_args=load_args, ready_timeout_s=args.ready_timeout)
+        return drive(collector_url, drivers=drivers, rate=rate, index=index, seed=seed,
+                     load_args=load_args, ready_timeout_s=ready_timeout_s)
     except (RuntimeError, OSError) as exc:
         print(f"driver {index}: {exc}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Health checks for containers without curl: ``python -m socialbench.deploy.probe URL...``.
+"""Health checks for containers without curl: ``socialbench probe URL...``.
 
 Exits 0 when every URL answers 200 (``tcp://host:port``: accepts a connection). With
 ``--wait SECONDS`` it retries until they all do (an init container waiting for the
@@ -7,7 +7,6 @@ stack), else it tries once (a compose healthcheck).
 
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 import time
@@ -41,21 +40,12 @@ def wait_healthy(urls: Sequence[str], wait_s: float, interval_s: float = 0.5) ->
         time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m socialbench.deploy.probe",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("urls", nargs="+", metavar="URL")
-    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                        help="keep trying this long (default: try once)")
-    args = parser.parse_args(argv)
-    down = wait_healthy(args.urls, args.wait)
+def probe(urls: Sequence[str], wait_s: float = 0.0) -> int:
+    """0 when every URL is healthy (within ``wait_s``), else 1 naming the ones down."""
+    down = wait_healthy(urls, wait_s)
     if down:
         print(f"not healthy: {', '.join(down)}", file=sys.stderr)
         return 1
-    if args.wait:
-        print(f"healthy: {', '.join(args.urls)}")
+    if wait_s:
+        print(f"healthy: {', '.join(urls)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -203,12 +203,15 @@ def test_load_job_runs_n_indexed_drivers_at_r_over_n(render: Render) -> None:
     drivers = jobs["load-r7"]
     assert drivers["spec"]["completionMode"] == "Indexed"
     assert drivers["spec"]["completions"] == drivers["spec"]["parallelism"] == 4
-    command = pod_spec(drivers)["containers"][0]["command"]
-    assert command[:4] == ["python", "-m", "socialbench.deploy.loadjob", "drive"]
+    driver = pod_spec(drivers)["containers"][0]
+    assert "command" not in driver  # the image's entry point: socialbench
+    command = driver["args"]
+    assert command[:2] == ["loadjob", "drive"]
     assert command[command.index("--drivers") + 1] == "4"
     assert command[command.index("--rate") + 1] == "1000000"  # the total; each sends R/N
     assert command[command.index("--") + 1] == stack.GATEWAY_URL
-    collector = pod_spec(jobs["load-r7-collector"])["containers"][0]["command"]
+    collector = pod_spec(jobs["load-r7-collector"])["containers"][0]["args"]
+    assert collector[:2] == ["loadjob", "collect"]
     assert collector[collector.index("--drivers") + 1] == "4"
     assert f"http://load-r7-collector:{8000}" in command
     assert "load-r7-collector" in by_kind(manifests, "Service")
@@ -217,7 +220,10 @@ def test_load_job_runs_n_indexed_drivers_at_r_over_n(render: Render) -> None:
 def test_seed_job_waits_for_every_service_then_seeds_through_nginx(render: Render) -> None:
     jobs = by_kind(render(), "Job")
     (seed,) = (job for name, job in jobs.items() if name.startswith("seed-"))
-    wait = pod_spec(seed)["initContainers"][0]["command"]
+    init = pod_spec(seed)["initContainers"][0]
+    assert "command" not in init  # the image's entry point: socialbench
+    wait = init["args"]
+    assert wait[:2] == ["probe", "--wait"]
     for spec in registry.SERVICES:
         assert f"http://{spec.name}:{spec.port}/healthz" in wait
     args = pod_spec(seed)["containers"][0]["args"]
@@ -233,3 +239,36 @@ def test_locust_is_optional(render: Render) -> None:
     master = pod_spec(deployments["locust-master"])["containers"][0]["command"]
     assert "--master" in master and stack.GATEWAY_URL in master
     assert deployments["locust-worker"]["spec"]["replicas"] == 2
+    worker = pod_spec(deployments["locust-worker"])["containers"][0]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert worker[probe]["exec"]["command"] == [
+            "socialbench", "probe", "tcp://locust-master:5557"]
+
+
+@pytest.mark.parametrize("extra", [(), ALL_ON], ids=["default", "load-and-locust"])
+def test_every_socialbench_container_runs_a_command_of_the_cli(render: Render,
+                                                               extra: tuple[str, ...]) -> None:
+    """The image's entry point is `socialbench`: each container's args name one of its
+    commands, and the exec probes run that command too."""
+    import typer.main
+
+    from socialbench.cli import app
+
+    cli = typer.main.get_command(app)
+    commands = cli.commands  # type: ignore[attr-defined]
+    image = by_kind(render(), "Deployment")[registry.SERVICES[0].name]
+    socialbench_image = pod_spec(image)["containers"][0]["image"]
+    seen = set()
+    for workload in (m for m in render(*extra) if m["kind"] in WORKLOADS):
+        for container in containers(workload):
+            if container["image"] != socialbench_image or "command" in container:
+                continue
+            args = container["args"]
+            assert args[0] in commands, (workload["metadata"]["name"], args)
+            group = commands[args[0]]
+            if hasattr(group, "commands"):
+                assert args[1] in group.commands, args
+            seen.add(args[0])
+    assert {"serve", "seed", "probe"} <= seen
+    if extra:
+        assert "loadjob" in seen

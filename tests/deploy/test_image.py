@@ -105,11 +105,13 @@ def test_the_build_context_installs_every_service_and_the_pages(tmp_path: Path) 
         assert f"socialbench/{module}" in names
 
 
-@pytest.mark.parametrize("module", ["probe", "loadjob"])
-def test_the_charts_helper_modules_run(module: str) -> None:
-    out = subprocess.run([sys.executable, "-m", f"socialbench.deploy.{module}", "--help"],
+@pytest.mark.parametrize("command", [["probe"], ["loadjob", "collect"], ["loadjob", "drive"]])
+def test_the_charts_helper_commands_run(command: list[str]) -> None:
+    """The chart runs them through the image's entry point, the socialbench command."""
+    out = subprocess.run([sys.executable, "-m", "socialbench.cli", *command, "--help"],
                          capture_output=True, text=True, check=False, timeout=60)
     assert out.returncode == 0, out.stderr
+    assert f"Usage: socialbench {' '.join(command)} " in out.stdout
 
 
 def test_the_charts_locustfile_is_in_the_image() -> None:

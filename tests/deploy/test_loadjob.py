@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import threading
 import urllib.error
@@ -15,10 +18,16 @@ from pathlib import Path
 import pytest
 from socialbench.workloads.driver.merge import merge_results
 from socialbench.workloads.driver.result import LoadResult
+from typer.testing import CliRunner, Result
 
+from socialbench.cli import app
 from socialbench.deploy import loadjob
 from socialbench.stack.servers import free_port
 from tests.deploy.results import load_config, result_of, worker_report
+
+
+def run_loadjob(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(app, ["loadjob", *args], env={"COLUMNS": "300", **(env or {})})
 
 
 def start_collector(
@@ -133,12 +142,32 @@ def test_collect_gives_up_on_drivers_that_never_come(
     assert not (tmp_path / "out" / "parts" / "driver-0.json").exists()
 
 
-def test_a_driver_without_its_collector_fails_clearly(capsys: pytest.CaptureFixture[str]) -> None:
-    code = loadjob.main(["drive", "--collector", f"http://127.0.0.1:{free_port()}",
-                         "--drivers", "1", "--rate", "1", "--index", "0",
-                         "--ready-timeout", "0.2", "--", "http://127.0.0.1:1/"])
-    assert code == 1
-    assert "driver 0: collector http://127.0.0.1:" in capsys.readouterr().err
+def test_a_driver_without_its_collector_fails_clearly() -> None:
+    result = run_loadjob("drive", "--collector", f"http://127.0.0.1:{free_port()}",
+                         "--drivers", "1", "--rate", "1", "--ready-timeout", "0.2",
+                         "--", "http://127.0.0.1:1/", env={"JOB_COMPLETION_INDEX": "3"})
+    assert result.exit_code == 1
+    assert "driver 3: collector http://127.0.0.1:" in result.output
+
+
+def test_a_driver_needs_its_index() -> None:
+    result = run_loadjob("drive", "--collector", "http://x", "--drivers", "1", "--rate", "1",
+                         "--", "http://127.0.0.1:1/", env={"JOB_COMPLETION_INDEX": None})
+    assert result.exit_code == 2
+    assert "--index" in result.output
+
+
+def test_collect_serves_then_gives_up(tmp_path: Path) -> None:
+    result = run_loadjob("collect", "--drivers", "2", "--out", str(tmp_path / "r1"), "--run",
+                         "r1", "--host", "127.0.0.1", "--port", str(free_port()),
+                         "--ready-timeout", "0.1", "--linger", "0")
+    assert result.exit_code == 1
+    assert "collector for 2 drivers on 127.0.0.1:" in result.output
+    manifest = json.loads((tmp_path / "r1" / "manifest.json").read_text())
+    assert manifest["run"] == "r1" and manifest["missing"] == [0, 1]
+    bad = run_loadjob("collect", "--drivers", "1", "--out", str(tmp_path / "r2"),
+                      "--duration", "soon")
+    assert bad.exit_code == 2 and "not a duration" in bad.output
 
 
 class _Ok(BaseHTTPRequestHandler):
@@ -163,12 +192,14 @@ def test_two_drivers_run_socialbench_load_and_the_collector_merges_them(tmp_path
     codes: dict[int, int] = {}
 
     def driver(index: int) -> None:
-        codes[index] = loadjob.main([
-            "drive", "--collector", url, "--drivers", "2", "--rate", "100", "--index",
-            str(index), "--seed", "5", "--ready-timeout", "30", "--",
-            f"http://127.0.0.1:{target.server_port}/ok", "--duration", "1s", "-D", "constant",
-            "--processes", "1", "--connections", "2", "--quiet",
-        ])
+        # As the Job's pods run it: the socialbench command, its index from the environment.
+        codes[index] = subprocess.run(
+            [sys.executable, "-m", "socialbench.cli", "loadjob", "drive", "--collector", url,
+             "--drivers", "2", "--rate", "100", "--seed", "5", "--ready-timeout", "30", "--",
+             f"http://127.0.0.1:{target.server_port}/ok", "--duration", "1s", "-D",
+             "constant", "--processes", "1", "--connections", "2", "--quiet"],
+            env={**os.environ, "JOB_COMPLETION_INDEX": str(index)}, timeout=120, check=False,
+        ).returncode
 
     threads = [threading.Thread(target=driver, args=(i,)) for i in range(2)]
     try:
@@ -189,8 +220,10 @@ def test_two_drivers_run_socialbench_load_and_the_collector_merges_them(tmp_path
 
 
 def test_drive_needs_a_target() -> None:
-    assert loadjob.main(["drive", "--collector", "http://x", "--drivers", "1", "--rate", "1",
-                         "--index", "0", "--"]) == 2
+    result = run_loadjob("drive", "--collector", "http://x", "--drivers", "1", "--rate", "1",
+                         "--index", "0", "--")
+    assert result.exit_code == 2
+    assert "give the target after --" in result.output
 
 
 def test_an_unknown_driver_cannot_join(two_drivers: tuple[loadjob.Collector, str]) -> None:

@@ -1,4 +1,4 @@
-"""``python -m socialbench.deploy.probe``: the health check of containers without curl."""
+"""``socialbench probe``: the health check of containers without curl."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from typer.testing import CliRunner, Result
 
+from socialbench.cli import app
 from socialbench.deploy import probe
 from socialbench.stack.servers import free_port
+
+
+def run_probe(*args: str) -> Result:
+    return CliRunner().invoke(app, ["probe", *args], env={"COLUMNS": "300"})
 
 
 class _Health(BaseHTTPRequestHandler):
@@ -33,9 +39,12 @@ def server() -> Iterator[str]:
 
 
 def test_healthy_only_on_200(server: str) -> None:
-    assert probe.main([f"http://{server}/healthz"]) == 0
-    assert probe.main([f"http://{server}/healthz", f"http://{server}/down"]) == 1
-    assert probe.main([f"http://127.0.0.1:{free_port()}/healthz"]) == 1
+    assert run_probe(f"http://{server}/healthz").exit_code == 0
+    down = run_probe(f"http://{server}/healthz", f"http://{server}/down")
+    assert down.exit_code == 1
+    assert f"not healthy: http://{server}/down" in down.output
+    assert run_probe(f"http://127.0.0.1:{free_port()}/healthz").exit_code == 1
+    assert run_probe().exit_code == 2  # no URL: a usage error
 
 
 def test_tcp_probe_needs_a_listener(server: str) -> None:
@@ -43,7 +52,7 @@ def test_tcp_probe_needs_a_listener(server: str) -> None:
     assert not probe.healthy(f"tcp://127.0.0.1:{free_port()}")
 
 
-def test_wait_returns_once_the_service_comes_up(capsys: pytest.CaptureFixture[str]) -> None:
+def test_wait_returns_once_the_service_comes_up() -> None:
     port = free_port()
     listener = socket.socket()
 
@@ -55,14 +64,16 @@ def test_wait_returns_once_the_service_comes_up(capsys: pytest.CaptureFixture[st
     timer = threading.Timer(0.3, come_up)
     timer.start()
     try:
-        assert probe.main(["--wait", "10", f"tcp://127.0.0.1:{port}"]) == 0
-        assert "healthy" in capsys.readouterr().out
+        result = run_probe("--wait", "10", f"tcp://127.0.0.1:{port}")
+        assert result.exit_code == 0, result.output
+        assert f"healthy: tcp://127.0.0.1:{port}" in result.output
     finally:
         timer.join()
         listener.close()
 
 
-def test_wait_gives_up_and_names_what_is_down(capsys: pytest.CaptureFixture[str]) -> None:
+def test_wait_gives_up_and_names_what_is_down() -> None:
     url = f"http://127.0.0.1:{free_port()}/healthz"
-    assert probe.main(["--wait", "0.2", url]) == 1
-    assert f"not healthy: {url}" in capsys.readouterr().err
+    result = run_probe("--wait", "0.2", url)
+    assert result.exit_code == 1
+    assert f"not healthy: {url}" in result.output

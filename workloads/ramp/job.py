@@ -25,7 +25,6 @@ from socialbench.workloads.ramp.engine import (
     SamplerFactory,
 )
 from socialbench.workloads.ramp.live import LiveView
-from socialbench.workloads.ramp.report import build_report
 
 from socialbench import __version__
 
@@ -68,6 +67,8 @@ class RampReport:
 
 def execute(job: RampJob, console: Console) -> RampReport:
     """Run the ramp, writing its bundle as it goes, then its plots and report."""
+    from socialbench.workloads.ramp.report import build_report  # matplotlib: only when run
+
     described = machine.describe(job.mongodb_server)
     manifest = Manifest(
         socialbench_version=__version__,

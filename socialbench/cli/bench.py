@@ -1,0 +1,88 @@
+"""'socialbench bench driver|stack': the benchmarks of socialbench.bench (numbers, not tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from socialbench.bench.driver import DriverBench
+from socialbench.bench.stack import StackBench
+from socialbench.cli.options import DataDir
+from socialbench.workloads.driver.config import Distribution
+
+bench_app = typer.Typer(
+    name="bench", no_args_is_help=True,
+    help="How fast the driver and the stack are on this machine (numbers, not tests).",
+)
+DRIVER = DriverBench()
+STACK = StackBench()
+ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
+
+
+@bench_app.command()
+def driver(
+    duration: Annotated[float, typer.Option(
+        min=0.1, metavar="SECONDS", help="Measured time of each run.")] = DRIVER.duration_s,
+    warmup: Annotated[float, typer.Option(
+        min=0, metavar="SECONDS", help="Warm-up of each run.")] = DRIVER.warmup_s,
+    connections: Annotated[int, typer.Option(min=1, help="The driver's connections.")]
+    = DRIVER.connections,
+    processes: Annotated[list[int] | None, typer.Option(
+        min=1, help=f"Driver processes; repeat for several (default: "
+        f"{', '.join(map(str, DRIVER.processes))}).")] = None,
+    rates: Annotated[list[float] | None, typer.Option(
+        min=1, help="An exact rate to try (no search); repeat for several.")] = None,
+    start: Annotated[float, typer.Option(min=1, help="First rate per process.")] = DRIVER.start,
+    step: Annotated[float, typer.Option(min=1, help="Step per process.")] = DRIVER.step,
+    resolution: Annotated[float, typer.Option(min=1, help="Bisection resolution, req/s.")]
+    = DRIVER.resolution,
+    repeat: Annotated[int, typer.Option(
+        min=1, help="Runs per rate; the median run (by p99) is judged.")] = DRIVER.repeat,
+    distribution: Annotated[Distribution, typer.Option(help="Inter-arrival times.")]
+    = DRIVER.distribution,
+    nginx_workers: Annotated[int, typer.Option(min=1, help="nginx worker_processes.")]
+    = DRIVER.nginx_workers,
+    pin: Annotated[bool, typer.Option(
+        "--pin", help="One driver process (and the tools) on CPU 0, nginx on the last "
+        "(on a quiet machine only: pinned, the driver cannot flee others).")] = DRIVER.pin,
+    results_dir: ResultsDir = DRIVER.results_dir,
+) -> None:
+    """The driver's highest rate against nginx on loopback, beside vegeta and wrk."""
+    from socialbench.bench.driver import run
+
+    run(DriverBench(
+        duration_s=duration, warmup_s=warmup, connections=connections,
+        processes=tuple(processes or DRIVER.processes), rates=tuple(rates or ()), start=start,
+        step=step, resolution=resolution, repeat=repeat, distribution=distribution,
+        nginx_workers=nginx_workers, pin=pin, results_dir=results_dir,
+    ))
+
+
+@bench_app.command()
+def stack(
+    url: Annotated[str, typer.Option(help="The local stack's front end.")] = STACK.url,
+    data_dir: DataDir = STACK.data_dir,
+    connections: Annotated[int, typer.Option(min=1, help="wrk's connections.")]
+    = STACK.connections,
+    threads: Annotated[int, typer.Option(min=1, help="wrk's threads.")] = STACK.threads,
+    duration: Annotated[int, typer.Option(
+        min=1, metavar="SECONDS", help="Time per workload.")] = STACK.duration_s,
+    users: Annotated[int, typer.Option(min=2, help="Users the requests draw from.")]
+    = STACK.users,
+    workloads: Annotated[list[str] | None, typer.Option(
+        help=f"A workload; repeat for several (default: {', '.join(STACK.workloads)}).")]
+    = None,
+    results_dir: ResultsDir = STACK.results_dir,
+) -> None:
+    """wrk (closed loop) against the local stack, and the stack's CPU per request."""
+    from socialbench.bench.stack import NoStack, run
+
+    try:
+        run(StackBench(url=url, data_dir=data_dir, connections=connections, threads=threads,
+                       duration_s=duration, users=users,
+                       workloads=tuple(workloads or STACK.workloads), results_dir=results_dir))
+    except NoStack as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None

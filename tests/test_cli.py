@@ -1,0 +1,73 @@
+"""The one socialbench command: every command's help is plain, fits 80 columns, and its
+defaults come from the config models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import typer.main
+from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
+from socialbench.workloads.driver.config import LoadConfig
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+
+WIDTH = 80
+
+
+def command_paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The path of ``command`` and of every command under it (groups and their commands)."""
+    paths = [path]
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        paths += command_paths(sub, (*path, name))
+    return paths
+
+
+ROOT = typer.main.get_command(app)
+COMMANDS = command_paths(ROOT)
+
+
+def params(*path: str) -> dict[str, Any]:
+    command = ROOT
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return {param.name: param for param in command.params}
+
+
+def test_the_walk_finds_the_commands_and_subcommands() -> None:
+    for path in [("load",), ("ramp",), ("probe",), ("merge",), ("deploy", "generate"),
+                 ("deploy", "check"), ("loadjob", "collect"), ("loadjob", "drive"),
+                 ("bench", "driver"), ("bench", "stack"), ("up",), ("serve",)]:
+        assert path in COMMANDS
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "socialbench")
+def test_help_is_plain_and_fits_80_columns(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": str(WIDTH)},
+                                terminal_width=WIDTH)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert f"Usage: socialbench {' '.join(path)}".rstrip() in text
+    assert "<bool>" not in text
+    assert "``" not in text
+    wide = [line for line in text.splitlines() if len(line) > WIDTH]
+    assert not wide, wide
+
+
+def test_users_default_to_the_workloads_default() -> None:
+    assert params("load")["users"].default == DEFAULT_USERS
+    assert params("ramp")["users"].default == DEFAULT_USERS
+    assert LoadConfig.model_fields["users"].default == DEFAULT_USERS
+    assert params("locust")["graph_users"].default == DEFAULT_USERS
+    assert params("bench", "stack")["users"].default == DEFAULT_USERS
+
+
+def test_load_defaults_are_the_config_models() -> None:
+    load = params("load")
+    fields = LoadConfig.model_fields
+    assert load["connections"].default == fields["connections"].default
+    assert load["distribution"].default == fields["distribution"].default
+    assert load["absolute_form"].default == fields["absolute_form"].default
+    assert load["workload"].default == fields["workload"].default
+    assert load["timeout"].default == f"{fields['timeout_s'].default:g}s"
