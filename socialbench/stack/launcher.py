@@ -242,6 +242,29 @@ def kill_group(pid: int, sig: int) -> None:
 # ---------------------------------------------------------------- supervisor
 
 
+class RestartBackoff:
+    """How long to wait before restarting a process that died: doubling from 1 s to 30 s,
+    and back to 1 s once the process had run for ``healthy_after_s`` since its restart."""
+
+    def __init__(self, first_s: float = 1.0, most_s: float = 30.0,
+                 healthy_after_s: float = 60.0) -> None:
+        self.first_s, self.most_s, self.healthy_after_s = first_s, most_s, healthy_after_s
+        self.next_s = first_s
+        self.started_at: float | None = None
+
+    def started(self, now: float) -> None:
+        """The process was (re)started at ``now``."""
+        self.started_at = now
+
+    def delay(self, now: float) -> float:
+        """The process died at ``now``: the wait before its restart."""
+        if self.started_at is not None and now - self.started_at >= self.healthy_after_s:
+            self.next_s = self.first_s
+        delay = self.next_s
+        self.next_s = min(self.next_s * 2, self.most_s)
+        return delay
+
+
 class Supervisor:
     """Starts, watches and stops the processes of the stack (runs in its own process)."""
 
@@ -299,7 +322,7 @@ class Supervisor:
 
     def watch(self) -> None:
         """Restart any process that dies, with exponential backoff, until told to stop."""
-        backoff: dict[str, float] = {}
+        backoff = {component.name: RestartBackoff() for component in self.components}
         next_try: dict[str, float] = {}
         while not self.stopping:
             now = time.monotonic()
@@ -308,17 +331,17 @@ class Supervisor:
                 if process.poll() is None:
                     continue
                 if component.name not in next_try:
-                    delay = backoff.get(component.name, 0.5) * 2
-                    backoff[component.name] = min(delay, 30.0)
-                    next_try[component.name] = now + backoff[component.name]
+                    delay = backoff[component.name].delay(now)
+                    next_try[component.name] = now + delay
                     self.message = (f"{component.name} exited with {process.returncode}; "
-                                    f"restarting in {backoff[component.name]:.0f} s")
+                                    f"restarting in {delay:.1f} s")
                     self._save()
                 elif now >= next_try[component.name]:
                     del next_try[component.name]
                     kill_group(process.pid, signal.SIGKILL)
                     component.restarts += 1
                     self._spawn(component)
+                    backoff[component.name].started(time.monotonic())
                     self.message = f"restarted {component.name}"
                     self._save()
             time.sleep(0.25)

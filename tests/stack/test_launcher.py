@@ -57,3 +57,20 @@ def test_up_with_tracing_but_no_jaeger_says_how_to_build_it(
     assert "jaeger is not installed" in result.stderr
     assert "scripts/build-jaeger.sh" in result.stderr
     assert not (tmp_path / "stack" / launcher.STATE_FILE).exists()
+
+
+def test_restart_backoff_doubles_and_resets_after_a_healthy_run() -> None:
+    backoff = launcher.RestartBackoff(first_s=1, most_s=8, healthy_after_s=60)
+    # Quick deaths: 1, 2, 4, 8, then capped.
+    delays = []
+    now = 0.0
+    for _ in range(5):
+        delays.append(backoff.delay(now))
+        now += delays[-1]
+        backoff.started(now)
+        now += 1  # dies a second after its restart
+    assert delays == [1, 2, 4, 8, 8]
+    # A run of 60 s or more since the last restart: back to the first delay.
+    assert backoff.delay(now + 60) == 1
+    backoff.started(now + 61)
+    assert backoff.delay(now + 62) == 2  # and doubling again on a quick death
