@@ -19,6 +19,7 @@ from socialbench.workloads.ramp.engine import (
     RampRun,
     Sla,
     StopReason,
+    format_above,
     judge_step,
 )
 from socialbench.workloads.ramp.job import RampReport
@@ -236,3 +237,15 @@ def test_ctrl_c_keeps_the_steps_measured_and_writes_the_report(
     assert len(json.loads((bundle / "steps.json").read_text())) >= 2
     assert (bundle / "report.html").exists()
     assert "Interrupted" in output
+
+
+@pytest.mark.parametrize(("ms", "limit_ms", "text"), [
+    (1104.895, 500, "1.1 s"),
+    (1104.895, 1000, "1.1 s"),
+    (500.2, 500, "500.2 ms"),
+    (2000.4, 2000, "2.0004 s"),
+    (73.456, 50, "73.5 ms"),
+])
+def test_a_broken_sla_reads_like_every_other_figure(ms: float, limit_ms: float,
+                                                    text: str) -> None:
+    assert format_above(ms, limit_ms) == text

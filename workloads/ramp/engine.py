@@ -54,6 +54,16 @@ def format_ms(ms: float, digits: int = 3) -> str:
     return f"{ms / 1000:.{digits}g} s"
 
 
+def format_above(ms: float, limit_ms: float) -> str:
+    """``ms``, which is above ``limit_ms``, with 3 significant digits, or as many more as
+    it takes not to read as the limit (500.2 ms against 500 ms, not "500 ms")."""
+    for digits in range(3, 8):
+        text = format_ms(ms, digits)
+        if text != format_ms(limit_ms, digits):
+            return text
+    return text
+
+
 class Sla(BaseModel):
     """A latency percentile and the most it may be, e.g. p99 <= 2 s."""
 
@@ -163,8 +173,7 @@ def judge_step(result: LoadResult, config: RampConfig) -> Verdict:
     broken = [sla for sla in config.slas if values[sla.key] > sla.threshold_ms]
     if broken:
         failures.append(StopReason.SLA)
-        # Every digit the histogram has (µs), so 500.2 ms does not read as "500 ms > 500 ms".
-        reasons.extend(f"{s.key} {format_ms(values[s.key], digits=7)} breaks the SLA {s}"
+        reasons.extend(f"{s.key} {format_above(values[s.key], s.threshold_ms)} breaks the SLA {s}"
                        for s in broken)
     expected = result.scheduled_rps or result.offered_rps
     if result.achieved_rps < config.min_achieved_ratio * expected:
