@@ -3,6 +3,9 @@ defaults come from the config models."""
 
 from __future__ import annotations
 
+import http.server
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -71,3 +74,37 @@ def test_load_defaults_are_the_config_models() -> None:
     assert load["absolute_form"].default == fields["absolute_form"].default
     assert load["workload"].default == fields["workload"].default
     assert load["timeout"].default == f"{fields['timeout_s'].default:g}s"
+
+
+class FailingHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every request 500, keeping the connection."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def failing_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FailingHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def test_load_exits_1_with_the_reason_when_errors_pass_max_errors(failing_url: str) -> None:
+    options = ["load", failing_url, "-R", "20", "-d", "1s", "-P", "1", "-c", "4", "-q"]
+    result = CliRunner().invoke(app, options)
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("FAILED: ") and "above --max-errors 1%" in last, last
+
+    tolerant = CliRunner().invoke(app, [*options, "--max-errors", "100%"])
+    assert tolerant.exit_code == 0, tolerant.output

@@ -9,13 +9,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from socialbench.cli.options import model_default, seconds_text
+from socialbench.cli.options import model_default, percent, ratio, seconds_text
 from socialbench.workloads.driver.config import (
     Distribution,
     LoadConfig,
     default_processes,
     parse_duration,
 )
+from socialbench.workloads.ramp.engine import RampConfig
 
 
 def default(field: str) -> Any:
@@ -68,6 +69,9 @@ def load(
     json_file: Annotated[
         Path | None, typer.Option("--json", help="Write the full result, histograms included.")
     ] = None,
+    max_errors: Annotated[str, typer.Option(
+        help="Exit 1 when errors pass this share of the requests.")]
+    = percent(model_default(RampConfig, "max_error_ratio")),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live line.")] = False,
 ) -> None:
     """Open-loop load at a fixed rate (wrk2-style): latency from each request's intended time."""
@@ -78,6 +82,7 @@ def load(
     from socialbench.workloads.driver.runner import DriverError, run_load
 
     console = Console(highlight=False, soft_wrap=True)
+    error_limit = ratio(max_errors, "--max-errors")
     try:
         config = LoadConfig(
             url=url,
@@ -110,3 +115,8 @@ def load(
         json_file.parent.mkdir(parents=True, exist_ok=True)
         json_file.write_text(result.model_dump_json(indent=2))
         console.print(f"  Result written to {json_file}")
+    if result.error_ratio > error_limit:
+        console.print(f"[bold red]FAILED[/]: {result.errors.total:,} errors, "
+                      f"{result.error_ratio:.2%} of the requests, above --max-errors "
+                      f"{percent(error_limit)}")
+        raise typer.Exit(1)

@@ -45,3 +45,8 @@ def model_default(model: type[BaseModel], field: str) -> Any:
 def seconds_text(seconds: float) -> str:
     """``10.0`` -> ``10s``: a default duration in seconds as an option's text."""
     return f"{seconds:g}s"
+
+
+def percent(share: float) -> str:
+    """0.01 -> '1%'."""
+    return f"{100 * share:g}%"

@@ -17,6 +17,7 @@ from socialbench.cli.options import (
     DataDir,
     duration,
     model_default,
+    percent,
     ratio,
     seconds_text,
 )
@@ -25,7 +26,7 @@ from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
 from socialbench.workloads.definitions.seed import SeedError, seed_graph
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.ramp.bundle import Dataset
-from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla, StopReason
+from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla
 from socialbench.workloads.ramp.job import RampJob, execute
 from socialbench.workloads.ramp.live import print_headline
 
@@ -37,11 +38,6 @@ SETUP_ERRORS = (StackError, SeedError, ServerNotInstalled)
 def default(field: str) -> Any:
     """The default of a RampConfig field."""
     return model_default(RampConfig, field)
-
-
-def percent(share: float) -> str:
-    """0.01 -> '1%'."""
-    return f"{100 * share:g}%"
 
 
 def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_value: int,
@@ -204,8 +200,11 @@ def ramp(
     print_headline(result, console)
     if result.outcome.interrupted:
         raise typer.Exit(130)
-    if any(run.stop_reason is StopReason.DRIVER_ERROR and run.answer is None
-           for run in result.outcome.runs):
+    failed = [run for run in result.outcome.runs if run.answer is None]
+    if failed:
+        # A script gets a non-zero exit, and the reason on the last line.
+        console.print(f"[bold red]FAILED[/]: repeat {failed[0].repeat} found no rate that "
+                      f"held the SLA: {failed[0].stop_detail}")
         raise typer.Exit(1)
 
 
