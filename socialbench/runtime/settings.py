@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     memcached_pool_size: int = 32
     # How long a request waits for a free store connection before a StoreError.
     store_wait_timeout_s: float = 10.0
+    # Bounds on a store that is down or stuck, so a dead part answers 503s fast: to
+    # connect (and, for MongoDB, to find a server: the driver's default is 30 s), and
+    # for one command's answer.
+    store_connect_timeout_s: float = 2.0
+    store_call_timeout_s: float = 10.0
 
     neighbour_host: str = "127.0.0.1"
     rpc_pool_size: int = 256

@@ -73,6 +73,9 @@ class Stores:
                 settings.mongodb_url,
                 maxPoolSize=settings.mongodb_pool_size,
                 waitQueueTimeoutMS=int(settings.store_wait_timeout_s * 1000),
+                serverSelectionTimeoutMS=int(settings.store_connect_timeout_s * 1000),
+                connectTimeoutMS=int(settings.store_connect_timeout_s * 1000),
+                socketTimeoutMS=int(settings.store_call_timeout_s * 1000),
                 tz_aware=False,
                 event_listeners=[MongoSpans(tracer)] if tracer else [],
             )
@@ -83,6 +86,8 @@ class Stores:
                 settings.redis_url,
                 max_connections=settings.redis_pool_size,
                 timeout=settings.store_wait_timeout_s,
+                socket_connect_timeout=settings.store_connect_timeout_s,
+                socket_timeout=settings.store_call_timeout_s,
             )
             stores.redis = (TracedRedis.traced_from_pool(pool, tracer) if tracer
                             else aioredis.Redis.from_pool(pool))

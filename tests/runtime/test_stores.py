@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
+
+import pytest
+import redis.exceptions
+from pymongo.errors import PyMongoError
 
 from socialbench.registry import Store
 from socialbench.runtime.settings import Settings
@@ -58,3 +64,27 @@ async def test_health_names_each_store_and_its_state(
         await degraded.close()
     assert list(report) == ["redis"]
     assert report["redis"].startswith("error")
+
+
+async def test_a_dead_or_stuck_store_fails_within_its_bounds_not_the_drivers_defaults() -> None:
+    # A MongoDB that is down (PyMongo would look for a server for 30 s), and a Redis that
+    # accepts connections and never answers (redis-py would wait forever).
+    stuck = socket.create_server(("127.0.0.1", 0))
+    stuck_port = stuck.getsockname()[1]
+    settings = Settings(
+        mongodb_url=f"mongodb://127.0.0.1:{free_port()}",
+        redis_url=f"redis://127.0.0.1:{stuck_port}/0",
+        store_connect_timeout_s=0.5, store_call_timeout_s=0.5,
+    )
+    stores = Stores.connect(settings, (Store.MONGODB, Store.REDIS))
+    try:
+        started = time.monotonic()
+        with pytest.raises(PyMongoError):
+            await stores.require_mongodb()["db"]["c"].find_one({"_id": 1})
+        with pytest.raises(redis.exceptions.RedisError):
+            await stores.require_redis().get("k")
+        waited = time.monotonic() - started
+    finally:
+        await stores.close()
+        stuck.close()
+    assert waited < 10, f"waited {waited:.1f} s for a dead MongoDB and a stuck Redis"
