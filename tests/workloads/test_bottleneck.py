@@ -1,0 +1,69 @@
+"""Naming what limited a step's throughput from its per-process CPU."""
+
+from __future__ import annotations
+
+from socialbench.workloads.ramp.bottleneck import (
+    ComponentLoad,
+    Limit,
+    find_bottleneck,
+    usable_cores,
+)
+
+
+def load(name: str, kind: str, cores: float, usable: float) -> ComponentLoad:
+    return ComponentLoad(name=name, kind=kind, cores=cores, usable_cores=usable)
+
+
+def test_a_service_at_its_one_workers_core_is_named_with_the_next_run() -> None:
+    verdict = find_bottleneck([
+        load("home-timeline", "service", 0.97, 1),
+        load("post-storage", "service", 0.40, 1),
+        load("redis", "store", 0.10, 1),
+    ], cpus=4, driver_cores=0.3)
+    assert verdict.limit is Limit.PROCESS
+    assert verdict.component == "home-timeline"
+    assert "97%" in verdict.text and "1 worker" in verdict.text
+    assert verdict.suggestion == "--workers home-timeline=2"
+
+
+def test_a_busy_service_on_a_full_machine_gets_no_workers_advice() -> None:
+    verdict = find_bottleneck([
+        load("home-timeline", "service", 0.95, 1),
+        load("post-storage", "service", 0.90, 1),
+    ], cpus=2, driver_cores=0.2)
+    assert verdict.limit is Limit.PROCESS
+    assert verdict.suggestion is None
+    assert "every CPU busy" in verdict.text
+
+
+def test_all_cpus_busy_without_one_process_at_its_limit() -> None:
+    verdict = find_bottleneck([
+        load("home-timeline", "service", 0.6, 2),
+        load("post-storage", "service", 0.7, 2),
+        load("mongodb", "store", 0.5, 2),
+    ], cpus=2, driver_cores=0.1)
+    assert verdict.limit is Limit.CPUS
+    assert "all 2 CPUs busy" in verdict.text
+    assert verdict.component == "post-storage"
+
+
+def test_neither_means_waiting() -> None:
+    verdict = find_bottleneck([
+        load("home-timeline", "service", 0.2, 1),
+        load("mongodb", "store", 0.1, 4),
+    ], cpus=4)
+    assert verdict.limit is Limit.WAITING
+    assert "waiting" in verdict.text
+
+
+def test_unmeasured_steps_say_so() -> None:
+    assert find_bottleneck([], cpus=2).limit is Limit.UNMEASURED
+
+
+def test_usable_cores_follow_workers_and_threads() -> None:
+    workers = {"home-timeline": 3}
+    assert usable_cores("home-timeline", "service", 8, workers, 1) == 3
+    assert usable_cores("text", "service", 8, workers, 2) == 2
+    assert usable_cores("home-timeline", "service", 2, workers, 1) == 2  # no more than cpus
+    assert usable_cores("redis", "store", 8, workers, 1) == 1
+    assert usable_cores("memcached", "store", 8, workers, 1) == 8

@@ -1,0 +1,92 @@
+"""What limited a step's throughput, named from the CPU each process of the stack used.
+
+Three answers, in this order: one component at or near all the cores it can use (a
+service's uvicorn workers are one core each, Redis one core), naming it and its worker
+count and suggesting the obvious next run; else every CPU of the machine busy (the
+stack and the driver together); else neither, and the latency comes from waiting
+(stores, locks, queues), not from CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+# At or above this share of what it can use, a component (or the machine) is the limit.
+BUSY = 0.9
+SINGLE_THREADED = {"redis": 1}
+
+
+class Limit(StrEnum):
+    PROCESS = "process"
+    CPUS = "cpus"
+    WAITING = "waiting"
+    UNMEASURED = "unmeasured"
+
+
+@dataclass(frozen=True)
+class ComponentLoad:
+    """One component's CPU over a step: cores kept busy on average, and how many it can use."""
+
+    name: str
+    kind: str
+    cores: float
+    usable_cores: float
+
+    @property
+    def busy(self) -> float:
+        return self.cores / self.usable_cores if self.usable_cores else 0.0
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The verdict on one step, in words a reader can act on."""
+
+    limit: Limit
+    text: str
+    component: str | None = None
+    suggestion: str | None = None
+
+
+def usable_cores(name: str, kind: str, cpus: int, workers: dict[str, int],
+                 default_workers: int) -> float:
+    """How many cores a component of the local stack can keep busy."""
+    if kind == "service":
+        return float(min(workers.get(name, default_workers), cpus))
+    return float(min(SINGLE_THREADED.get(name, cpus), cpus))
+
+
+def find_bottleneck(components: list[ComponentLoad], cpus: int,
+                    driver_cores: float = 0.0) -> Bottleneck:
+    """The verdict on a step from its components' loads and the machine's ``cpus``."""
+    if not components:
+        return Bottleneck(Limit.UNMEASURED, "not measured: no per-process CPU for this step")
+    hottest = max(components, key=lambda c: c.busy)
+    total = sum(c.cores for c in components) + driver_cores
+    if hottest.busy >= BUSY:
+        workers = round(hottest.usable_cores)
+        text = (f"{hottest.name} at {hottest.busy:.0%} of the {workers} core"
+                f"{'s' if workers != 1 else ''} it can use")
+        suggestion = None
+        if hottest.kind == "service" and total < BUSY * cpus:
+            text += f" ({workers} worker{'s' if workers != 1 else ''})"
+            suggestion = f"--workers {hottest.name}={workers + 1}"
+        elif hottest.kind == "service":
+            text += f" ({workers} worker{'s' if workers != 1 else ''}), with every CPU busy"
+        return Bottleneck(Limit.PROCESS, text, hottest.name, suggestion)
+    if total >= BUSY * cpus:
+        return Bottleneck(
+            Limit.CPUS,
+            f"all {cpus} CPUs busy ({total:.2f} cores: stack {total - driver_cores:.2f}, "
+            f"driver {driver_cores:.2f}); the hottest is {hottest.name} at "
+            f"{hottest.cores:.2f} cores",
+            hottest.name,
+            "a machine with more cores, or less CPU per request",
+        )
+    return Bottleneck(
+        Limit.WAITING,
+        f"no process at its limit and {total:.2f} of {cpus} CPUs busy: latency comes from "
+        f"waiting (stores, locks, queues), not from CPU; the hottest is {hottest.name} at "
+        f"{hottest.busy:.0%} of what it can use",
+        hottest.name,
+    )
