@@ -1,0 +1,154 @@
+"""``run_cache``/``run_many``: start the generator processes, start them together, merge.
+
+As the HTTP driver's runner: the parent sends no load; it starts ``threads`` processes
+per server (``python -m socialbench.workloads.cache``, talking over a socket pair, so no
+caller's ``__main__`` is re-imported), waits until all have connected and prefilled,
+gives them one start time, and merges their reports (HdrHistograms add exactly).
+``run_many`` drives several servers at once (``cache scale``): one result per server.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+
+from socialbench.workloads.cache.config import CacheConfig
+from socialbench.workloads.cache.result import CacheResult, build_result
+from socialbench.workloads.cache.worker import WorkerReport
+
+START_MARGIN_S = 0.2
+READY_TIMEOUT_S = 300.0  # importing, connecting, prefilling and building the streams
+FINISH_GRACE_S = 60.0
+
+
+class CacheLoadError(RuntimeError):
+    """The generator could not run (no connection, a process failed, died or hung)."""
+
+
+@dataclass
+class _Worker:
+    run: int  # which config of run_many
+    index: int
+    process: subprocess.Popen[bytes]
+    pipe: Pipe
+
+
+def run_cache(config: CacheConfig) -> CacheResult:
+    """One run against one server; blocks for the prefill plus the run."""
+    return run_many([config])[0]
+
+
+def run_many(configs: list[CacheConfig]) -> list[CacheResult]:
+    """Runs against several servers at the same time (one common start); one result each."""
+    configs = [c if c.seed is not None else c.model_copy(update={"seed": secrets.randbits(31)})
+               for c in configs]
+    workers: list[_Worker] = []
+    try:
+        for number, config in enumerate(configs):
+            payload = config.model_dump_json()
+            for index in range(config.threads):
+                worker = _start_worker(number, index)
+                workers.append(worker)
+                worker.pipe.send(("config", payload))
+        _await_ready(workers)
+        start_ns = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
+        started_at = datetime.now(UTC) + timedelta(seconds=START_MARGIN_S)
+        for worker in workers:
+            worker.pipe.send(("start", start_ns))
+        longest = max(c.warmup_s + (c.test_time_s or 0) + c.timeout_s for c in configs)
+        reports = _collect(workers, longest)
+    except BaseException:
+        _stop(workers, 0.0)
+        raise
+    _stop(workers, 5.0)
+    loadavg = os.getloadavg()
+    return [
+        build_result(config, sorted((r for n, r in reports if n == number),
+                                    key=lambda r: r.index),
+                     started_at=started_at, loadavg=loadavg)
+        for number, config in enumerate(configs)
+    ]
+
+
+def _start_worker(run: int, index: int) -> _Worker:
+    parent_end, child_end = socket.socketpair()
+    with child_end:
+        fd = child_end.fileno()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "socialbench.workloads.cache", str(fd), str(index)],
+            pass_fds=(fd,),
+        )
+    return _Worker(run, index, process, Pipe(parent_end.detach()))
+
+
+def _receive(worker: _Worker) -> tuple[str, object]:
+    try:
+        message: tuple[str, object] = worker.pipe.recv()
+    except (EOFError, ConnectionError):
+        try:
+            code = worker.process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        raise CacheLoadError(f"generator process {worker.index} closed its pipe "
+                             f"(exit code {code})") from None
+    if message[0] == "error":
+        raise CacheLoadError(str(message[1]))
+    return message
+
+
+def _await_ready(workers: list[_Worker]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    waiting = {worker.pipe: worker for worker in workers}
+    while waiting:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CacheLoadError(f"{len(waiting)} generator processes not ready "
+                                 f"in {READY_TIMEOUT_S} s")
+        for pipe in wait(list(waiting), remaining):
+            kind, _ = _receive(waiting[pipe])  # type: ignore[index]
+            if kind != "ready":
+                raise CacheLoadError(f"unexpected {kind!r} from a generator process")
+            del waiting[pipe]  # type: ignore[arg-type]
+
+
+def _collect(workers: list[_Worker], run_s: float) -> list[tuple[int, WorkerReport]]:
+    # A request-count run has no known length: wait as long as replies come (the workers
+    # give up by themselves after their timeout without one).
+    deadline = time.monotonic() + run_s + FINISH_GRACE_S
+    running = {worker.pipe: worker for worker in workers}
+    reports: list[tuple[int, WorkerReport]] = []
+    while running:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 and all(w.process.poll() is not None for w in running.values()):
+            raise CacheLoadError("generator processes ended without a result")
+        for pipe in wait(list(running), max(remaining, 1.0)):
+            worker = running[pipe]  # type: ignore[index]
+            kind, body = _receive(worker)
+            if kind == "result":
+                assert isinstance(body, WorkerReport)
+                reports.append((worker.run, body))
+                del running[pipe]  # type: ignore[arg-type]
+    return reports
+
+
+def _stop(workers: list[_Worker], wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    for worker in workers:
+        try:
+            worker.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            worker.process.terminate()
+            try:
+                worker.process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+                worker.process.wait()
+        worker.pipe.close()
