@@ -1,0 +1,125 @@
+"""'socialbench check': did the social network keep its promises? Read from its stores.
+
+The logic is :mod:`socialbench.workloads.definitions.check`; this module gives it the
+stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``), prints the
+verdict, and builds the hook ``ramp`` and ``demo`` run at their end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.stack.local import LocalStack
+from socialbench.workloads.definitions.check import (
+    DEFAULT_FOLLOW_SLACK_MS,
+    DEFAULT_LIMIT,
+    CheckResult,
+    StoreAddresses,
+    check,
+)
+
+
+def local_stores(stack: LocalStack) -> StoreAddresses:
+    """Where the local stack's MongoDB and Redis listen."""
+    config = stack.config
+    return StoreAddresses(mongodb_url=f"mongodb://{config.host}:{config.mongodb_port}",
+                          redis_url=f"redis://{config.host}:{config.redis_port}/0")
+
+
+def check_hook(stack: LocalStack, url: str, console: Console
+               ) -> Callable[[], CheckResult] | None:
+    """The check a ramp runs at its end: when ``url`` is the local stack's front end."""
+    if not stack.serves(url):
+        return None
+    stores = local_stores(stack)
+
+    def run() -> CheckResult:
+        console.print("Checking the stores: every post stored, in its timelines, fanned out "
+                      "to its followers and mentions…")
+        result = check(stores)
+        print_result(result, console, examples=5)
+        return result
+
+    return run
+
+
+def parse_users(spec: str) -> set[int]:
+    """``5,7,100-199`` -> those user ids."""
+    users: set[int] = set()
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        low, sep, high = item.partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise typer.BadParameter(f"expected ID or FIRST-LAST, got {item!r}",
+                                     param_hint="--users")
+        first, last = int(low), int(high) if sep else int(low)
+        if last < first:
+            raise typer.BadParameter(f"{item!r}: the range ends before it starts",
+                                     param_hint="--users")
+        users.update(range(first, last + 1))
+    if not users:
+        raise typer.BadParameter("no user ids given", param_hint="--users")
+    return users
+
+
+def print_result(result: CheckResult, console: Console, examples: int | None = None) -> None:
+    """The counts, the examples, and the verdict on the last line."""
+    if result.error is None:
+        console.print(
+            f"Checked {result.posts:,} posts, {result.users:,} home timelines "
+            f"({result.home_timeline_entries:,} entries), {result.user_timeline_entries:,} "
+            f"user-timeline entries and {result.edges:,} follow edges ({result.scope}) in "
+            f"{result.elapsed_s:.1f} s")
+        for kind, count in result.counts.items():
+            console.print(f"  [red]{kind}[/]: {count:,}")
+        for kind, count in result.tolerated.items():
+            console.print(f"  [yellow]{kind}[/] (tolerated): {count:,}")
+        shown = [p for p in result.problems if not p.tolerated] or result.problems
+        for problem in shown[:examples]:
+            console.print(f"    {problem}", markup=False, highlight=False, soft_wrap=True)
+    if result.passed:
+        console.print(f"[bold green]Check passed[/]: {result.reason}", soft_wrap=True)
+    else:
+        console.print(f"[bold red]Check FAILED[/]: {result.reason}", soft_wrap=True)
+
+
+def check_command(
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    mongodb_url: Annotated[str | None, typer.Option(
+        help="The MongoDB(-wire) server, for another deployment (default: the local "
+        "stack's).")] = None,
+    redis_url: Annotated[str | None, typer.Option(
+        help="The Redis server, e.g. redis://host:6379/0 (default: the local stack's).")]
+    = None,
+    users: Annotated[str | None, typer.Option(
+        help="Check only these users' posts and timelines: ID,ID,FIRST-LAST.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Examples listed per kind of problem.")]
+    = DEFAULT_LIMIT,
+    follow_slack: Annotated[int, typer.Option(
+        min=0, help="ms after a post in which a new follower may or may not get it.")]
+    = DEFAULT_FOLLOW_SLACK_MS,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Also write the result as JSON to this file.")] = None,
+) -> None:
+    """Check the stores after a run: posts stored and complete, timelines exactly right."""
+    console = Console(highlight=False)
+    stack = LocalStack(data_dir)
+    local = local_stores(stack)
+    stores = StoreAddresses(mongodb_url=mongodb_url or local.mongodb_url,
+                            redis_url=redis_url or local.redis_url)
+    scope = parse_users(users) if users is not None else None
+    result = check(stores, scope, follow_slack_ms=follow_slack, limit=limit)
+    if json_out is not None:
+        json_out.write_text(result.model_dump_json(indent=2))
+    if result.error is not None and (mongodb_url is None or redis_url is None) and (
+            stack.running_state() is None):
+        console.print(f"The local stack in {stack.data_dir} is not running (socialbench up), "
+                      "or give --mongodb-url and --redis-url.")
+    print_result(result, console, examples=None)
+    if not result.passed:
+        raise typer.Exit(1)

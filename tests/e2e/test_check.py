@@ -1,0 +1,180 @@
+"""``socialbench check`` against the running stack: a small graph of its own, seeded through
+the front end, checked untouched, then with problems planted in the real stores (and undone).
+
+The session stack is shared: these users have ids of their own (a range no other test
+uses) and every check here is restricted to them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pymongo
+import pytest
+import redis
+from socialbench.workloads.definitions import check
+from socialbench.workloads.definitions.check import CheckResult, StoreAddresses
+from socialbench.workloads.definitions.seed import FORM, follow_bodies, register_body
+
+from socialbench.cli.check import local_stores
+from socialbench.stack.local import LocalStack
+from tests.support import socialbench
+
+pytestmark = pytest.mark.e2e
+
+FIRST = 9_100_000  # user ids of this module's graph
+USERS = 12
+POSTS_PER_USER = 2
+
+
+@dataclass
+class Seeded:
+    stores: StoreAddresses
+    users: set[int]
+    posts: dict[int, int]  # post id -> creator
+
+    def check(self) -> CheckResult:
+        return check.check(self.stores, self.users)
+
+    def home(self, user: int) -> list[tuple[bytes, float]]:
+        """The user's home timeline as Redis holds it, newest first."""
+        with redis.Redis.from_url(self.stores.redis_url) as client:
+            entries: list[tuple[bytes, float]] = client.zrevrange(
+                check.home_timeline_key(user), 0, -1, withscores=True)
+        return entries
+
+
+@pytest.fixture(scope="module")
+def seeded(base_url: str, stack_dir: Path) -> Seeded:
+    """12 users in a ring, each following the next two both ways; two posts each, with
+    mentions of a user they do not follow."""
+    users = list(range(FIRST, FIRST + USERS))
+    edges = [(users[i], users[(i + step) % USERS]) for i in range(USERS) for step in (1, 2)]
+    rng = random.Random(5)
+    with httpx.Client(base_url=base_url, headers=FORM, timeout=30) as client:
+        for user in users:
+            response = client.post("/wrk2-api/user/register", content=register_body(user))
+            assert response.status_code == 200, response.text
+        for body in follow_bodies(edges):
+            response = client.post("/wrk2-api/user/follow", content=body)
+            assert response.status_code == 200, response.text
+        for index, user in enumerate(users * POSTS_PER_USER):
+            mentioned = users[(users.index(user) + 5 + index % 2) % USERS]
+            text = f"post {index} of {user} @username_{mentioned} {rng.randbytes(4).hex()}"
+            body = (f"username=username_{user}&user_id={user}&text={text}"
+                    f'&media_ids=["{index}"]&media_types=["png"]&post_type=0')
+            response = client.post("/wrk2-api/post/compose", content=body)
+            assert response.status_code == 200, response.text
+    stores = local_stores(LocalStack(stack_dir))
+    with pymongo.MongoClient(stores.mongodb_url) as mongo:
+        posts = {int(p["post_id"]): int(p["creator"]["user_id"])
+                 for p in mongo["post"]["post"].find({}, {"post_id": 1, "creator": 1})
+                 if int(p["creator"]["user_id"]) in set(users)}
+    assert len(posts) == USERS * POSTS_PER_USER
+    return Seeded(stores, set(users), posts)
+
+
+def only_problem(result: CheckResult) -> tuple[str, int | None, int | None]:
+    """The one problem the check found: its kind, user and post."""
+    assert not result.passed, "the check found nothing"
+    assert result.total == 1, result.counts
+    [problem] = [p for p in result.problems if not p.tolerated]
+    return problem.kind, problem.user_id, problem.post_id
+
+
+@contextmanager
+def redis_client(seeded: Seeded) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(seeded.stores.redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@contextmanager
+def posts_collection(seeded: Seeded) -> Iterator[Any]:
+    with pymongo.MongoClient(seeded.stores.mongodb_url) as mongo:
+        yield mongo["post"]["post"]
+
+
+def test_the_untouched_graph_passes(seeded: Seeded) -> None:
+    result = seeded.check()
+    assert result.passed, result.reason
+    assert (result.posts, result.users) == (USERS * POSTS_PER_USER, USERS)
+    assert result.counts == {} and result.tolerated == {}
+    # Each user gets the posts of the four it follows and those mentioning it.
+    assert result.home_timeline_entries >= USERS * 4 * POSTS_PER_USER
+    assert result.elapsed_s < 30
+
+
+def test_the_command_passes_and_says_so_last(seeded: Seeded, stack_dir: Path) -> None:
+    run = socialbench("check", "--data-dir", str(stack_dir),
+                      "--users", f"{FIRST}-{FIRST + USERS - 1}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip().splitlines()[-1].startswith("Check passed")
+
+
+def test_a_post_removed_from_a_home_timeline_is_found(seeded: Seeded) -> None:
+    user = FIRST + 3
+    member, score = seeded.home(user)[0]
+    with redis_client(seeded) as client:
+        client.zrem(check.home_timeline_key(user), member)
+        try:
+            assert only_problem(seeded.check()) == (check.MISSING_FROM_HOME, user, int(member))
+        finally:
+            client.zadd(check.home_timeline_key(user), {member: score})
+    assert seeded.check().passed
+
+
+def test_a_duplicate_entry_is_found_and_the_command_fails_naming_it(
+    seeded: Seeded, stack_dir: Path
+) -> None:
+    user = FIRST + 7
+    member, score = seeded.home(user)[2]
+    duplicate = b"0" + member  # another member naming the same post
+    with redis_client(seeded) as client:
+        client.zadd(check.home_timeline_key(user), {duplicate: score})
+        try:
+            assert only_problem(seeded.check()) == (check.HOME_DUPLICATE, user, int(member))
+            run = socialbench("check", "--data-dir", str(stack_dir),
+                              "--users", f"{FIRST}-{FIRST + USERS - 1}")
+        finally:
+            client.zrem(check.home_timeline_key(user), duplicate)
+    assert run.returncode == 1, run.stdout + run.stderr
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("Check FAILED") and f"user {user}, post {int(member)}" in last
+    assert seeded.check().passed
+
+
+def test_a_wrong_order_is_found(seeded: Seeded) -> None:
+    user = FIRST
+    entries = seeded.home(user)
+    (_, newest), (oldest, score) = entries[0], entries[-1]
+    with redis_client(seeded) as client:
+        # The oldest post scored as the newest: read first, out of order.
+        client.zadd(check.home_timeline_key(user), {oldest: newest + 1000})
+        try:
+            assert only_problem(seeded.check()) == (check.HOME_ORDER, user, int(oldest))
+        finally:
+            client.zadd(check.home_timeline_key(user), {oldest: score})
+    assert seeded.check().passed
+
+
+def test_a_post_missing_its_text_is_found(seeded: Seeded) -> None:
+    post_id, creator = sorted(seeded.posts.items())[5]
+    with posts_collection(seeded) as posts:
+        text = posts.find_one({"post_id": post_id})["text"]
+        posts.update_one({"post_id": post_id}, {"$unset": {"text": ""}})
+        try:
+            result = seeded.check()
+            assert only_problem(result) == (check.INCOMPLETE_POST, creator, post_id)
+            assert "text" in result.problems[0].detail
+        finally:
+            posts.update_one({"post_id": post_id}, {"$set": {"text": text}})
+    assert seeded.check().passed

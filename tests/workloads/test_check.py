@@ -1,0 +1,219 @@
+"""The store check's logic on snapshots made by hand, and its place in a ramp's bundle."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from rich.console import Console
+from socialbench.workloads.definitions import check
+from socialbench.workloads.definitions.check import CheckResult, Snapshot, analyse
+from socialbench.workloads.ramp.bundle import Dataset, read_bundle
+from socialbench.workloads.ramp.job import RampJob, RampReport, execute
+from socialbench.workloads.ramp.report import render_html
+
+from tests.workloads.conftest import CapacityServer, small_ramp
+
+T = 1_700_000_000_000  # a post time, ms
+
+
+def post(post_id: int, creator: int, at: int, mentions: tuple[int, ...] = ()) -> dict[str, Any]:
+    return {"post_id": post_id, "creator": {"user_id": str(creator), "username": f"u{creator}"},
+            "text": "hello", "media": [{"media_id": "1", "media_type": "png"}],
+            "user_mentions": [{"user_id": str(m), "username": f"u{m}"} for m in mentions],
+            "timestamp": str(at)}
+
+
+def edge(follower: int, followee: int, at: int = T - 1000) -> dict[str, Any]:
+    return {"follower_id": follower, "followee_id": followee, "timestamp": at}
+
+
+def world() -> Snapshot:
+    """Users 1, 2, 3: 2 and 3 follow 1; 1 follows 2; post 10 by 1, post 11 by 2 mentions 3."""
+    posts = [post(10, 1, T), post(11, 2, T + 5, mentions=(3,))]
+    entries = [{"user_id": 1, "post_id": 10, "timestamp": T},
+               {"user_id": 2, "post_id": 11, "timestamp": T + 5}]
+    return Snapshot(
+        posts=posts, edges=[edge(2, 1), edge(3, 1), edge(1, 2)], user_entries=entries,
+        user_zsets={1: [(check.WHOLE, float("-inf")), (b"10", T)], 2: [(b"11", T + 5)]},
+        home_zsets={1: [(b"11", T + 5)], 2: [(b"10", T)],
+                    3: [(b"10", T), (b"11", T + 5)]},
+        all_whole=False,
+    )
+
+
+def kinds(result: CheckResult) -> dict[str, list[tuple[int | None, int | None]]]:
+    found: dict[str, list[tuple[int | None, int | None]]] = {}
+    for problem in result.problems:
+        found.setdefault(problem.kind, []).append((problem.user_id, problem.post_id))
+    return found
+
+
+def test_a_consistent_world_passes() -> None:
+    result = analyse(world())
+    assert result.passed, result.reason
+    assert (result.posts, result.users, result.counts, result.tolerated) == (2, 3, {}, {})
+
+
+def test_each_broken_promise_is_found_with_its_user_and_post() -> None:
+    snapshot = world()
+    snapshot.home_zsets[3] = [(b"11", T + 5)]  # post 10 removed from 3's home timeline
+    snapshot.home_zsets[2] = [(b"10", T), (b"010", T)]  # a duplicate
+    snapshot.home_zsets[1] = [(b"11", 0)]  # scored so that it reads as the oldest
+    del snapshot.posts[1]["media"]
+    snapshot.user_entries.append({"user_id": 1, "post_id": 10, "timestamp": T})
+    result = analyse(snapshot)
+    assert not result.passed
+    assert kinds(result) == {
+        check.MISSING_FROM_HOME: [(3, 10)],
+        check.HOME_DUPLICATE: [(2, 10)],
+        check.HOME_ORDER: [(1, 11)],
+        check.INCOMPLETE_POST: [(2, 11)],
+        check.USER_TIMELINE_DUPLICATE: [(1, 10)],
+    }
+    assert result.counts == {kind: 1 for kind in kinds(result)}
+    assert "problems" in result.reason and "user" in result.reason
+
+
+def test_a_post_of_someone_not_followed_is_unexpected_and_own_posts_are_not_fanned_out() -> None:
+    snapshot = world()
+    snapshot.home_zsets[1].append((b"10", T))  # its own post
+    snapshot.posts.append(post(12, 3, T + 9))  # by 3, whom nobody follows
+    snapshot.user_entries.append({"user_id": 3, "post_id": 12, "timestamp": T + 9})
+    snapshot.home_zsets[2].append((b"12", T + 9))
+    result = analyse(snapshot)
+    assert kinds(result) == {check.UNEXPECTED_IN_HOME: [(1, 10), (2, 12)]}
+
+
+def test_a_follow_after_the_post_may_or_may_not_have_got_it() -> None:
+    snapshot = world()
+    snapshot.edges.append(edge(3, 2, at=T + 100))  # 3 follows 2 just after post 11
+    snapshot.home_zsets[2] = []  # nor 2, 1's follower, has post 10 any more…
+    snapshot.edges.append(edge(2, 3, at=T + 10**6))  # …and a late follow changes nothing
+    assert kinds(analyse(snapshot)) == {check.MISSING_FROM_HOME: [(2, 10)]}
+    late = world()
+    late.edges.append(edge(1, 3, at=T + 10**6))  # 1 follows 3 long after post…
+    late.posts.append(post(13, 3, T))
+    late.user_entries.append({"user_id": 3, "post_id": 13, "timestamp": T})
+    late.home_zsets[1].append((b"13", T))  # …yet has 3's older post
+    assert kinds(analyse(late)) == {check.UNEXPECTED_IN_HOME: [(1, 13)]}
+    assert analyse(late, follow_slack_ms=10**7).passed
+
+
+def test_leftovers_of_undone_composes_are_counted_but_tolerated() -> None:
+    snapshot = world()
+    snapshot.home_zsets[3].append((b"99", T + 7))  # a post deleted by an undo
+    snapshot.user_entries.append({"user_id": 1, "post_id": 98, "timestamp": T + 8})
+    snapshot.posts.append(post(97, 1, T + 9))  # stored after its delete: in no timeline
+    result = analyse(snapshot)
+    assert result.passed, result.reason
+    assert result.tolerated == {check.DANGLING_HOME: 1, check.DANGLING_USER_TIMELINE: 1,
+                                check.ORPHAN_POST: 1}
+    assert "tolerated" in result.reason
+
+
+def test_the_user_timeline_cache_must_agree_with_mongodb() -> None:
+    snapshot = world()
+    snapshot.user_zsets[1] = [(check.WHOLE, float("-inf"))]  # whole, yet without post 10
+    snapshot.user_zsets[2].append((b"10", T))  # a post of 1 cached in 2's timeline
+    assert kinds(analyse(snapshot)) == {check.USER_TIMELINE_CACHE: [(1, 10), (2, 10)]}
+    snapshot.user_zsets[1] = []  # no marker and no flag: a partial cache is fine
+    snapshot.user_zsets[2].pop()
+    assert analyse(snapshot).passed
+    snapshot.all_whole = True  # the flag: Redis has every timeline
+    assert kinds(analyse(snapshot)) == {check.USER_TIMELINE_CACHE: [(1, 10)]}
+
+
+def test_a_restricted_check_looks_at_those_users_only() -> None:
+    snapshot = world()
+    snapshot.home_zsets[3] = []
+    result = analyse(snapshot, {1, 2})
+    assert result.passed and result.users == 2 and result.scope == "users 1, 2"
+    assert kinds(analyse(snapshot, {3})) == {check.MISSING_FROM_HOME: [(3, 10), (3, 11)]}
+
+
+def test_examples_are_limited_per_kind_but_all_are_counted() -> None:
+    snapshot = world()
+    snapshot.home_zsets = {}
+    result = analyse(snapshot, limit=1)
+    assert result.counts == {check.MISSING_FROM_HOME: 4}
+    assert len(result.problems) == 1
+
+
+def test_the_layout_is_the_services() -> None:
+    from socialbench.services import home_timeline, user_timeline
+
+    assert check.WHOLE == user_timeline.WHOLE and check.ALL_WHOLE == user_timeline.ALL_WHOLE
+    assert check.home_timeline_key(7) == home_timeline.timeline_key(7)
+
+
+def test_unreachable_stores_fail_with_the_reason() -> None:
+    stores = check.StoreAddresses(mongodb_url="mongodb://127.0.0.1:1",
+                                  redis_url="redis://127.0.0.1:1/0")
+    result = check.check(stores, timeout_s=0.5)
+    assert not result.passed and result.error is not None
+    assert result.reason.startswith("the check did not run: cannot read the stores")
+
+
+# ---------------------------------------------------------------- in a ramp's bundle
+
+
+@pytest.fixture(scope="module")
+def checked_ramp(capacity_server: CapacityServer, tmp_path_factory: pytest.TempPathFactory
+                 ) -> RampReport:
+    """A one-step ramp whose check hook finds a problem."""
+    entries = [{"user_id": 1, "post_id": 10, "timestamp": T}]
+    failed = analyse(Snapshot([post(10, 1, T)], [edge(2, 1)], entries, {}, {}, False))
+    config = small_ramp(capacity_server.url, max_steps=1, step_duration_s=1.0, warmup_s=0.2)
+    job = RampJob(
+        config=config, label="checked", results_dir=tmp_path_factory.mktemp("results"),
+        sampler=lambda: (None, "not sampled"), resources_source="none",
+        dataset=Dataset(fresh=False, users=962), mongodb_server="mongod",
+        check=lambda: failed,
+    )
+    return execute(job, Console(file=io.StringIO(), width=200))
+
+
+def test_the_ramp_puts_the_check_in_its_summary_and_report(checked_ramp: RampReport) -> None:
+    summary = read_bundle(checked_ramp.directory).summary
+    assert summary.check is not None and not summary.check.passed
+    assert summary.check.counts == {check.MISSING_FROM_HOME: 1}
+    html = checked_ramp.report.read_text()
+    assert 'class="check failed"' in html
+    assert "missing_from_home_timeline: user 2, post 10" in html
+
+
+def test_a_bundle_without_a_check_reports_none(checked_ramp: RampReport, tmp_path: Path
+                                               ) -> None:
+    copy = tmp_path / "bundle"
+    shutil.copytree(checked_ramp.directory, copy)
+    data = json.loads((copy / "summary.json").read_text())
+    del data["check"]  # a bundle written before the check existed
+    (copy / "summary.json").write_text(json.dumps(data))
+    bundle = read_bundle(copy)
+    assert bundle.summary.check is None
+    assert 'id="check"' not in render_html(bundle, [])
+
+
+def test_a_check_that_raises_is_recorded_as_not_run(
+    capacity_server: CapacityServer, tmp_path: Path
+) -> None:
+    from socialbench.workloads.ramp.engine import RampOutcome
+    from socialbench.workloads.ramp.job import run_check
+
+    def broken() -> CheckResult:
+        raise RuntimeError("boom")
+
+    job = RampJob(config=small_ramp(capacity_server.url), label="x", results_dir=tmp_path,
+                  sampler=lambda: (None, ""), resources_source="", mongodb_server="",
+                  dataset=Dataset(fresh=False, users=2), check=broken)
+    result = run_check(job, RampOutcome(runs=[]))
+    assert result is not None and not result.passed
+    assert result.reason == "the check did not run: RuntimeError: boom"
+    interrupted = cast(RampOutcome, SimpleNamespace(interrupted=True))
+    assert run_check(job, interrupted) is None

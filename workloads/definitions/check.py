@@ -1,0 +1,545 @@
+"""After a run: did the social network still do its job? Recomputed from its stores.
+
+``socialbench check`` (and the end of ``ramp`` and ``demo`` on the local stack) reads
+the stores once each, in bulk (the MongoDB-wire server here scans on every query), and
+checks what the services promise (see services/README.md, "Store layout"):
+
+- every post is complete (post id, text, creator, media, mentions, timestamp);
+- every post is in its creator's user timeline (MongoDB ``user-timeline.user-timeline``),
+  once, at its timestamp, and only there; the Redis cache of a timeline (ZSET
+  ``<user_id>``) agrees with MongoDB (and holds every entry when marked whole);
+- every home timeline (Redis ZSET ``<user_id>:home-timeline``) holds exactly the posts
+  of the user's followees and the posts mentioning the user, the user's own excepted
+  (compose fans a post out to the followers its author has then and to the users it
+  mentions; see services/home_timeline.py), each once, scored by its timestamp, so read
+  newest first.
+
+A follow made within ``follow_slack_ms`` after a post may or may not have got it (the
+fan-out reads the followers a moment after the post's timestamp). An unfollow leaves no
+trace in the stores, so the posts it would have left behind in a home timeline (as the
+original's) are reported as unexpected: the check assumes no unfollows, as the
+workloads make none.
+
+Some leftovers are what a failed compose is documented to leave behind (README,
+"Compose is all or nothing"), not errors of an acknowledged post, and are counted apart
+as *tolerated*: a timeline entry pointing at no post (a removal that failed, or a write
+landing after its removal) and a post in no timeline at all (a ``store_post`` landing
+after its ``delete_post``; its id never reached the client).
+
+The check does not depend on the driver: it sees every post stored, acknowledged or
+not. A problem names its user and post; up to ``limit`` examples are kept per kind.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The services' Redis layout (services/user_timeline.py, home_timeline.py), written out
+# here so that reading a bundle does not import the services (a test keeps them equal).
+WHOLE = b"~whole"  # user-timeline's marker member: this ZSET holds the whole timeline
+ALL_WHOLE = "user-timeline:whole"  # user-timeline's flag: Redis holds every timeline
+DEFAULT_LIMIT = 10  # examples kept per kind of problem
+DEFAULT_FOLLOW_SLACK_MS = 60_000
+PIPELINE_CHUNK = 1000  # Redis commands per round trip
+_ID_TEXT = re.compile(r"0|[1-9][0-9]{0,18}")
+_HOME_KEY = re.compile(rb"([0-9]+):home-timeline")
+_USER_KEY = re.compile(rb"[0-9]+")
+
+
+def home_timeline_key(user_id: int) -> str:
+    return f"{user_id}:home-timeline"
+
+
+# Kinds of problem, each a broken promise.
+INCOMPLETE_POST = "incomplete_post"
+MISSING_FROM_USER_TIMELINE = "missing_from_user_timeline"
+FOREIGN_IN_USER_TIMELINE = "foreign_in_user_timeline"
+USER_TIMELINE_DUPLICATE = "user_timeline_duplicate"
+USER_TIMELINE_ORDER = "user_timeline_order"
+USER_TIMELINE_CACHE = "user_timeline_cache"
+MISSING_FROM_HOME = "missing_from_home_timeline"
+UNEXPECTED_IN_HOME = "unexpected_in_home_timeline"
+HOME_DUPLICATE = "home_timeline_duplicate"
+HOME_ORDER = "home_timeline_order"
+BAD_ENTRY = "bad_timeline_entry"
+# Kinds tolerated: what an undone compose is documented to leave.
+DANGLING_USER_TIMELINE = "dangling_user_timeline_entry"
+DANGLING_HOME = "dangling_home_timeline_entry"
+ORPHAN_POST = "orphan_post"
+TOLERATED = frozenset({DANGLING_USER_TIMELINE, DANGLING_HOME, ORPHAN_POST})
+
+
+class StoreAddresses(BaseModel):
+    """Where the social network keeps its data (the CLI knows the local stack's)."""
+
+    mongodb_url: str
+    redis_url: str
+
+
+class CheckProblem(BaseModel):
+    """One broken promise (or tolerated leftover), with its user and post."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    user_id: int | None
+    post_id: int | None
+    detail: str
+    tolerated: bool = False
+
+    def __str__(self) -> str:
+        where = ", ".join(part for part in (
+            f"user {self.user_id}" if self.user_id is not None else "",
+            f"post {self.post_id}" if self.post_id is not None else "") if part)
+        return f"{self.kind}: {where}: {self.detail}" if where else f"{self.kind}: {self.detail}"
+
+
+class CheckResult(BaseModel):
+    """The verdict of a check: counts per kind of problem and the first examples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passed: bool
+    error: str | None = Field(default=None, description="Why the check did not run.")
+    scope: str = Field(description='"every user" or the users the check was restricted to.')
+    posts: int = Field(description="Posts checked.")
+    users: int = Field(description="Home timelines checked.")
+    edges: int = Field(description="Follow edges read.")
+    user_timeline_entries: int
+    home_timeline_entries: int
+    counts: dict[str, int] = Field(description="Problems per kind (each fails the check).")
+    tolerated: dict[str, int] = Field(
+        description="Leftovers of undone composes per kind (counted, not failing).")
+    problems: list[CheckProblem] = Field(description="The first examples of each kind.")
+    elapsed_s: float
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def reason(self) -> str:
+        """One line: the verdict and why."""
+        if self.error is not None:
+            return f"the check did not run: {self.error}"
+        if self.passed:
+            note = ""
+            if self.tolerated:
+                note = " (tolerated leftovers of undone composes: " + ", ".join(
+                    f"{kind} {n}" for kind, n in sorted(self.tolerated.items())) + ")"
+            return (f"{self.posts} posts and {self.users} home timelines consistent "
+                    f"({self.scope}){note}")
+        first = next((p for p in self.problems if not p.tolerated), None)
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.counts.items()))
+        plural = "" if self.total == 1 else "s"
+        return f"{self.total} problem{plural} ({kinds}); first: {first}"
+
+    @classmethod
+    def unreadable(cls, error: str, scope: str, elapsed_s: float = 0.0) -> CheckResult:
+        """The result of a check that did not run (e.g. the stores could not be read)."""
+        return cls(passed=False, error=error, scope=scope, posts=0, users=0, edges=0,
+                   user_timeline_entries=0, home_timeline_entries=0, counts={},
+                   tolerated={}, problems=[], elapsed_s=elapsed_s)
+
+
+# ---------------------------------------------------------------- reading the stores
+
+
+@dataclass
+class Snapshot:
+    """What the stores hold, read once each."""
+
+    posts: list[dict[str, Any]]  # post.post documents
+    edges: list[dict[str, Any]]  # social-graph.social-graph documents
+    user_entries: list[dict[str, Any]]  # user-timeline.user-timeline documents
+    user_zsets: dict[int, list[tuple[bytes, float]]]  # Redis <user_id>, ascending
+    home_zsets: dict[int, list[tuple[bytes, float]]]  # Redis <user_id>:home-timeline
+    all_whole: bool  # the flag: Redis holds every user timeline
+
+
+def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
+                  timeout_s: float = 10.0) -> Snapshot:
+    """Read the stores: each MongoDB collection once, the Redis ZSETs in pipelines.
+
+    With ``users``, only their timelines are read from Redis (every collection is still
+    read whole: whom they follow and who mentions them can be anyone).
+    """
+    import pymongo
+    import redis
+
+    timeout_ms = int(timeout_s * 1000)
+    mongo: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+        stores.mongodb_url, serverSelectionTimeoutMS=timeout_ms,
+        connectTimeoutMS=timeout_ms, socketTimeoutMS=max(timeout_ms, 120_000))
+    try:
+        posts = list(mongo["post"]["post"].find(
+            {}, {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
+                 "user_mentions": 1, "timestamp": 1}, batch_size=10_000))
+        edges = list(mongo["social-graph"]["social-graph"].find(
+            {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1},
+            batch_size=10_000))
+        user_entries = list(mongo["user-timeline"]["user-timeline"].find(
+            {}, {"_id": 0, "user_id": 1, "post_id": 1, "timestamp": 1}, batch_size=10_000))
+    finally:
+        mongo.close()
+    client = redis.Redis.from_url(stores.redis_url, socket_timeout=timeout_s,
+                                  socket_connect_timeout=timeout_s)
+    try:
+        all_whole = bool(client.exists(ALL_WHOLE))
+        if users is None:
+            home_users, timeline_users = _timeline_keys(client)
+        else:
+            home_users = timeline_users = set(users)
+        home = _zsets(client, {user: home_timeline_key(user) for user in home_users})
+        user_zsets = _zsets(client, {user: str(user) for user in timeline_users})
+    finally:
+        client.close()
+    return Snapshot(posts, edges, user_entries, user_zsets, home, all_whole)
+
+
+def _timeline_keys(client: Any) -> tuple[set[int], set[int]]:
+    """The users with a home timeline and with a cached user timeline in Redis (one SCAN)."""
+    home: set[int] = set()
+    timelines: set[int] = set()
+    for key in client.scan_iter(count=1000):
+        if (match := _HOME_KEY.fullmatch(key)) is not None:
+            home.add(int(match.group(1)))
+        elif _USER_KEY.fullmatch(key) is not None:
+            timelines.add(int(key))
+    return home, timelines
+
+
+def _zsets(client: Any, keys: dict[int, str]) -> dict[int, list[tuple[bytes, float]]]:
+    """Each key's ZSET (ascending), pipelined; a missing key is no entry, not a ZSET skipped."""
+    found: dict[int, list[tuple[bytes, float]]] = {}
+    items = sorted(keys.items())
+    for start in range(0, len(items), PIPELINE_CHUNK):
+        chunk = items[start:start + PIPELINE_CHUNK]
+        with client.pipeline(transaction=False) as pipe:
+            for _, key in chunk:
+                pipe.zrange(key, 0, -1, withscores=True)
+            answers = pipe.execute(raise_on_error=False)
+        for (user, _), answer in zip(chunk, answers, strict=True):
+            if isinstance(answer, list) and answer:
+                found[user] = [(bytes(member), float(score)) for member, score in answer]
+    return found
+
+
+# ---------------------------------------------------------------- checking
+
+
+def _as_id(value: Any) -> int | None:
+    """An id as the stores hold it (int64, or a post's decimal string); None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and _ID_TEXT.fullmatch(value):
+        return int(value)
+    return None
+
+
+def _member_id(member: bytes) -> int | None:
+    try:
+        text = member.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+@dataclass
+class _Post:
+    post_id: int
+    creator: int | None
+    timestamp: int | None
+    mentions: set[int]
+    missing: list[str]
+
+
+def _read_post(document: dict[str, Any]) -> _Post | None:
+    """What the check needs of a post document, and which of its fields are missing or bad."""
+    post_id = _as_id(document.get("post_id"))
+    if post_id is None:
+        return None
+    missing: list[str] = []
+    if not isinstance(document.get("text"), str):
+        missing.append("text")
+    creator_doc = document.get("creator")
+    creator = _as_id(creator_doc.get("user_id")) if isinstance(creator_doc, dict) else None
+    if creator is None or not isinstance(creator_doc, dict) or not isinstance(
+            creator_doc.get("username"), str):
+        missing.append("creator")
+    media = document.get("media")
+    if not isinstance(media, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("media_id"), str)
+            and isinstance(m.get("media_type"), str) for m in media):
+        missing.append("media")
+    mentions: set[int] = set()
+    mention_docs = document.get("user_mentions")
+    if isinstance(mention_docs, list) and all(isinstance(m, dict) for m in mention_docs):
+        ids = [_as_id(m.get("user_id")) for m in mention_docs]
+        if None in ids:
+            missing.append("user_mentions")
+        mentions = {i for i in ids if i is not None}
+    else:
+        missing.append("user_mentions")
+    timestamp = _as_id(document.get("timestamp"))
+    if timestamp is None:
+        missing.append("timestamp")
+    return _Post(post_id, creator, timestamp, mentions, missing)
+
+
+@dataclass
+class _Findings:
+    limit: int
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[CheckProblem]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, kind: str, user_id: int | None, post_id: int | None, detail: str) -> None:
+        self.counts[kind] += 1
+        if len(self.examples[kind]) < self.limit:
+            self.examples[kind].append(CheckProblem(
+                kind=kind, user_id=user_id, post_id=post_id, detail=detail,
+                tolerated=kind in TOLERATED))
+
+
+def _entries_by_member(zset: list[tuple[bytes, float]], user: int, findings: _Findings,
+                       what: str) -> dict[int, list[float]]:
+    """A ZSET's entries as post id -> scores (several when members differ but name one post)."""
+    entries: dict[int, list[float]] = defaultdict(list)
+    for member, score in zset:
+        if member == WHOLE:
+            continue
+        post_id = _member_id(member)
+        if post_id is None:
+            findings.add(BAD_ENTRY, user, None, f"{what} member {member[:40]!r} is not a post id")
+            continue
+        entries[post_id].append(score)
+    return entries
+
+
+def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
+            follow_slack_ms: int = DEFAULT_FOLLOW_SLACK_MS,
+            limit: int = DEFAULT_LIMIT) -> CheckResult:
+    """Check a snapshot; with ``users``, only their posts and timelines."""
+    started = time.monotonic()
+    findings = _Findings(limit)
+
+    def in_scope(user: int | None) -> bool:
+        return users is None or (user is not None and user in users)
+
+    # -- posts
+    posts: dict[int, _Post] = {}
+    for document in snapshot.posts:
+        post = _read_post(document)
+        if post is None:
+            if users is None:
+                findings.add(INCOMPLETE_POST, None, None,
+                             f"a post without a valid post_id: {str(document)[:120]}")
+            continue
+        posts[post.post_id] = post
+
+    # -- user timelines in MongoDB: owner -> post id -> timestamps
+    timelines: dict[int, dict[int, list[int | None]]] = defaultdict(lambda: defaultdict(list))
+    owners: dict[int, set[int]] = defaultdict(set)  # post id -> users whose timeline has it
+    for entry in snapshot.user_entries:
+        user, post_id = _as_id(entry.get("user_id")), _as_id(entry.get("post_id"))
+        if user is None or post_id is None:
+            if users is None:
+                findings.add(BAD_ENTRY, user, post_id,
+                             f"user-timeline entry {str(entry)[:120]} lacks a user or post id")
+            continue
+        timelines[user][post_id].append(_as_id(entry.get("timestamp")))
+        owners[post_id].add(user)
+
+    in_home: set[int] = set()  # posts found in any home timeline read
+    for zset in snapshot.home_zsets.values():
+        for member, _ in zset:
+            post_id = _member_id(member)
+            if post_id is not None:
+                in_home.add(post_id)
+    orphans = {p for p in posts if p not in owners and p not in in_home}
+
+    checked_posts = 0
+    for post_id in sorted(posts):
+        post = posts[post_id]
+        owned_by = owners.get(post_id, set())
+        if not (in_scope(post.creator) or any(in_scope(u) for u in owned_by)):
+            continue
+        checked_posts += 1
+        user = post.creator if post.creator is not None else min(owned_by, default=None)
+        if post.missing:
+            findings.add(INCOMPLETE_POST, user, post.post_id,
+                         "missing or malformed: " + ", ".join(post.missing))
+        if post.post_id in orphans:
+            findings.add(ORPHAN_POST, post.creator, post.post_id,
+                         "stored but in no timeline (left by an undone compose?)")
+        elif post.creator is not None and post.post_id not in timelines.get(post.creator, {}):
+            findings.add(MISSING_FROM_USER_TIMELINE, post.creator, post.post_id,
+                         "not in its creator's user timeline (MongoDB)")
+
+    # -- user timelines: MongoDB entries, then the Redis cache
+    entries_read = 0
+    for user in sorted(timelines):
+        if not in_scope(user):
+            continue
+        for post_id, stamps in sorted(timelines[user].items()):
+            entries_read += len(stamps)
+            post = posts.get(post_id)
+            if post is None:
+                findings.add(DANGLING_USER_TIMELINE, user, post_id,
+                             "MongoDB entry for a post not stored (left by an undone compose?)")
+                continue
+            if len(stamps) > 1:
+                findings.add(USER_TIMELINE_DUPLICATE, user, post_id,
+                             f"{len(stamps)} MongoDB entries for this post")
+            if post.creator is not None and post.creator != user:
+                findings.add(FOREIGN_IN_USER_TIMELINE, user, post_id,
+                             f"a post of user {post.creator} in this user's timeline")
+            wrong = [s for s in stamps if s != post.timestamp]
+            if wrong and post.timestamp is not None:
+                findings.add(USER_TIMELINE_ORDER, user, post_id,
+                             f"MongoDB entry at {wrong[0]}, posted at {post.timestamp}: "
+                             "read out of order")
+    cache_users = sorted(set(snapshot.user_zsets) | (
+        {u for u in timelines if in_scope(u)} if snapshot.all_whole else set()))
+    for user in cache_users:
+        if not in_scope(user):
+            continue
+        zset = snapshot.user_zsets.get(user, [])
+        whole = snapshot.all_whole or any(member == WHOLE for member, _ in zset)
+        cached = _entries_by_member(zset, user, findings, "user-timeline cache")
+        stored = timelines.get(user, {})
+        for post_id, scores in sorted(cached.items()):
+            post = posts.get(post_id)
+            if post is None:
+                if post_id not in stored:  # a dangling MongoDB entry is counted above
+                    findings.add(DANGLING_USER_TIMELINE, user, post_id,
+                                 "Redis entry for a post not stored (left by an undone "
+                                 "compose?)")
+                continue
+            if len(scores) > 1:
+                findings.add(USER_TIMELINE_DUPLICATE, user, post_id,
+                             f"{len(scores)} Redis members name this post")
+            if post_id not in stored:
+                findings.add(USER_TIMELINE_CACHE, user, post_id,
+                             "in the Redis cache of the user timeline, not in MongoDB")
+            _check_scores(findings, USER_TIMELINE_ORDER, user, post, scores, "Redis")
+        if whole:
+            for post_id in sorted(set(stored) - set(cached)):
+                if post_id in posts:
+                    findings.add(USER_TIMELINE_CACHE, user, post_id,
+                                 "in MongoDB, missing from the Redis cache that claims the "
+                                 "whole timeline")
+
+    # -- home timelines
+    followers: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for edge in snapshot.edges:
+        follower, followee = _as_id(edge.get("follower_id")), _as_id(edge.get("followee_id"))
+        stamp = _as_id(edge.get("timestamp"))
+        if follower is not None and followee is not None:
+            followers[followee].append((follower, stamp if stamp is not None else 0))
+    required: dict[int, set[int]] = defaultdict(set)  # user -> posts it must have
+    allowed: dict[int, set[int]] = defaultdict(set)  # user -> posts it may have
+    for post in posts.values():
+        if post.creator is None or post.timestamp is None or post.post_id in orphans:
+            continue
+        for follower, followed_at in followers.get(post.creator, ()):
+            if follower == post.creator:
+                continue
+            if followed_at <= post.timestamp:
+                required[follower].add(post.post_id)
+            if followed_at <= post.timestamp + follow_slack_ms:
+                allowed[follower].add(post.post_id)
+        for mentioned in post.mentions - {post.creator}:
+            required[mentioned].add(post.post_id)
+            allowed[mentioned].add(post.post_id)
+    home_users = sorted(u for u in set(snapshot.home_zsets) | set(required) if in_scope(u))
+    if users is not None:
+        home_users = sorted(users)
+    home_entries = 0
+    for user in home_users:
+        zset = snapshot.home_zsets.get(user, [])
+        home_entries += len(zset)
+        entries = _entries_by_member(zset, user, findings, "home-timeline")
+        for post_id, scores in sorted(entries.items()):
+            post = posts.get(post_id)
+            if post is None:
+                findings.add(DANGLING_HOME, user, post_id,
+                             "entry for a post not stored (left by an undone compose?)")
+                continue
+            if len(scores) > 1:
+                findings.add(HOME_DUPLICATE, user, post_id,
+                             f"{len(scores)} entries name this post")
+            if post_id not in allowed.get(user, ()):
+                author = post.creator
+                why = ("the user's own post" if author == user else
+                       f"by user {author}, whom the user did not follow then, not mentioning "
+                       "the user")
+                findings.add(UNEXPECTED_IN_HOME, user, post_id, why)
+            _check_scores(findings, HOME_ORDER, user, post, scores, "home-timeline")
+        for post_id in sorted(required.get(user, set()) - set(entries)):
+            post = posts[post_id]
+            why = ("mentions the user" if user in post.mentions
+                   else f"by user {post.creator}, whom the user follows")
+            findings.add(MISSING_FROM_HOME, user, post_id, f"missing: {why}")
+
+    problems = [p for kind in sorted(findings.examples) for p in findings.examples[kind]]
+    counts = {k: n for k, n in sorted(findings.counts.items()) if k not in TOLERATED}
+    tolerated = {k: n for k, n in sorted(findings.counts.items()) if k in TOLERATED}
+    return CheckResult(
+        passed=not counts, scope=_scope(users), posts=checked_posts, users=len(home_users),
+        edges=len(snapshot.edges), user_timeline_entries=entries_read,
+        home_timeline_entries=home_entries, counts=counts, tolerated=tolerated,
+        problems=sorted(problems, key=lambda p: p.tolerated),
+        elapsed_s=time.monotonic() - started,
+    )
+
+
+def _check_scores(findings: _Findings, kind: str, user: int, post: _Post,
+                  scores: list[float], where: str) -> None:
+    """A ZSET entry must be scored by its post's timestamp, or reads misplace it."""
+    if post.timestamp is None:
+        return
+    wrong = [s for s in scores if s != post.timestamp]
+    if wrong:
+        findings.add(kind, user, post.post_id,
+                     f"{where} entry scored {wrong[0]:.0f}, posted at {post.timestamp}: "
+                     "read out of order")
+
+
+def _scope(users: set[int] | None) -> str:
+    if users is None:
+        return "every user"
+    ordered = sorted(users)
+    if ordered and ordered[-1] - ordered[0] + 1 == len(ordered) and len(ordered) > 2:
+        return f"users {ordered[0]}..{ordered[-1]}"
+    return "users " + ", ".join(str(u) for u in ordered[:10]) + (
+        f" and {len(ordered) - 10} more" if len(ordered) > 10 else "")
+
+
+def check(stores: StoreAddresses, users: Iterable[int] | None = None, *,
+          follow_slack_ms: int = DEFAULT_FOLLOW_SLACK_MS, limit: int = DEFAULT_LIMIT,
+          timeout_s: float = 10.0) -> CheckResult:
+    """Read the stores and check them; a result with ``error`` if they cannot be read."""
+    import pymongo.errors
+    import redis.exceptions
+
+    scope = set(users) if users is not None else None
+    started = time.monotonic()
+    try:
+        snapshot = read_snapshot(stores, scope, timeout_s=timeout_s)
+    except (pymongo.errors.PyMongoError, redis.exceptions.RedisError, OSError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return CheckResult.unreadable(f"cannot read the stores: {type(exc).__name__}: "
+                                      f"{message[:300]}", _scope(scope),
+                                      time.monotonic() - started)
+    result = analyse(snapshot, scope, follow_slack_ms=follow_slack_ms, limit=limit)
+    return result.model_copy(update={"elapsed_s": time.monotonic() - started})
