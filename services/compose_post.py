@@ -4,37 +4,53 @@ Text (mentions and short urls), creator, media and post id are asked for concurr
 the post is stored by post-storage, and only once that succeeded is it written to its
 author's user timeline and fanned out to home timelines (concurrently), so a timeline
 never points at a post that was not stored.
+
+A compose is all or nothing: when storing or a timeline write fails, what it may have
+written is removed again (timeline entries first, the post last) and the client gets the
+original error. A removal that fails too is logged and counted (``/stats``:
+``errors.CompensationFailed``); see "Compose is all or nothing" in services/README.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
-from socialbench.runtime.errors import InvalidArgument
+from socialbench.runtime.errors import ClientError, InvalidArgument
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import (
+    MAX_ITEMS,
     Creator,
+    Id,
     Media,
+    Name,
     Post,
     PostType,
+    Text,
     Url,
     UserMention,
     check_media_lists,
+    check_post_size,
     now_ms,
 )
+from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
 
 # The original's prefix, spelling included.
 FAILURE_PREFIX = "compost_post failure"
+# The error counter (``/stats``) of removals that failed while undoing a compose.
+COMPENSATION_FAILED = "CompensationFailed"
+
+log = logging.getLogger("socialbench")
 
 
 class ComposePostService:
@@ -48,6 +64,7 @@ class ComposePostService:
         self.post_storage = context.rpc["post-storage"]
         self.user_timeline = context.rpc["user-timeline"]
         self.home_timeline = context.rpc["home-timeline"]
+        self.errors = context.errors
 
     async def setup(self) -> None:
         return None
@@ -62,8 +79,10 @@ class ComposePostService:
         post_type: PostType,
     ) -> str:
         """Compose, store and publish a post; its id."""
-        # Checked here too (media checks it) so that nothing is asked of the others in vain.
+        # Checked here too (media checks it) so that nothing is asked of the others in vain,
+        # nor stored (url-shorten stores the urls of the text) for a post refused anyway.
         check_media_lists(media_ids, media_types)
+        check_post_size(text, media_ids, media_types)
         text_answer, creator_answer, media_answer, id_answer = await asyncio.gather(
             self.text.call("compose_text", {"text": text}),
             self.user.call(
@@ -76,21 +95,70 @@ class ComposePostService:
         post = _build_post(
             id_answer, creator_answer, text_answer, media_answer, timestamp, post_type
         )
-        await self.post_storage.call("store_post", {"post": post.model_dump(mode="json")})
+        await self._publish(post, user_id, timestamp)
+        return post.post_id
+
+    async def _publish(self, post: Post, user_id: int, timestamp: int) -> None:
+        """Store the post, then write it to the timelines; on a failure, undo and raise."""
         post_id = int(post.post_id)
         mentioned = [int(mention.user_id) for mention in post.user_mentions]
-        await asyncio.gather(
-            self.user_timeline.call(
-                "write_user_timeline",
-                {"user_id": user_id, "post_id": post_id, "timestamp": timestamp},
-            ),
-            self.home_timeline.call(
-                "write_home_timeline",
-                {"user_id": user_id, "post_id": post_id, "timestamp": timestamp,
-                 "user_mentions_id": mentioned},
-            ),
-        )
-        return post.post_id
+        timelines_written = False
+        try:
+            await self.post_storage.call("store_post", {"post": post.model_dump(mode="json")})
+            timelines_written = True
+            # Both writes are waited for, failed or not, so none lands after the undo.
+            results = await asyncio.gather(
+                self.user_timeline.call(
+                    "write_user_timeline",
+                    {"user_id": user_id, "post_id": post_id, "timestamp": timestamp},
+                ),
+                self.home_timeline.call(
+                    "write_home_timeline",
+                    {"user_id": user_id, "post_id": post_id, "timestamp": timestamp,
+                     "user_mentions_id": mentioned},
+                ),
+                return_exceptions=True,
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+        except BaseException as error:
+            # A 4xx of store_post stored nothing (a taken id is another post's: keep it).
+            if timelines_written or not isinstance(error, ClientError):
+                # Shielded: a cancelled compose is undone too.
+                await asyncio.shield(
+                    self._undo(post_id, user_id, mentioned, timelines=timelines_written)
+                )
+            raise
+
+    async def _undo(
+        self, post_id: int, user_id: int, mentioned: list[int], *, timelines: bool
+    ) -> None:
+        """Remove what a failed compose may have written: timeline entries, then the post.
+
+        The post goes last: a timeline entry left by a removal that failed then points at
+        no post, and reads leave it out. Every removal is made, whatever the others did.
+        """
+        if timelines:
+            await asyncio.gather(
+                self._remove(self.user_timeline, "remove_user_timeline",
+                             {"user_id": user_id, "post_id": post_id}),
+                self._remove(self.home_timeline, "remove_home_timeline",
+                             {"user_id": user_id, "post_id": post_id,
+                              "user_mentions_id": mentioned}),
+            )
+        await self._remove(self.post_storage, "delete_post", {"post_id": post_id})
+
+    async def _remove(self, neighbour: Neighbour, method: str, payload: dict[str, Any]) -> None:
+        """One idempotent removal; a failure is logged and counted, not raised."""
+        try:
+            await neighbour.call(method, payload)
+        except Exception as error:
+            self.errors[COMPENSATION_FAILED] += 1
+            log.error(
+                "undoing the compose of post %s: %s %s failed, left as it is: %s",
+                payload["post_id"], neighbour.name, method, error,
+            )
 
 
 def _build_post(
@@ -128,10 +196,10 @@ router = APIRouter()
 
 class ComposePostRequest(BaseModel):
     username: str
-    user_id: int
-    text: str
-    media_ids: list[str] = []
-    media_types: list[str] = []
+    user_id: Id
+    text: Text
+    media_ids: Annotated[list[Name], Field(max_length=MAX_ITEMS)] = []
+    media_types: Annotated[list[Name], Field(max_length=MAX_ITEMS)] = []
     post_type: PostType = PostType.POST
 
 

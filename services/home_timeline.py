@@ -4,7 +4,8 @@ Redis only (as the original): the ZSET ``<user_id>:home-timeline`` (member post 
 score timestamp ms). The original's key was ``<user_id>``, in a Redis of its own; the
 suffix lets one Redis hold home timelines beside user-timeline's ``<user_id>`` ZSETs.
 A new post fans out to every follower of its author and every mentioned user, the
-author excluded, in one pipelined round trip.
+author excluded, in one pipelined round trip. Undoing a failed compose removes it from
+the same recipients (the followers as they are then) the same way.
 """
 
 from __future__ import annotations
@@ -12,14 +13,20 @@ from __future__ import annotations
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
-from socialbench.runtime.timelines import ReadRequest, check_timeline_page, read_posts
-from socialbench.runtime.web import failure_prefix, form_args, require_ints
+from socialbench.runtime.models import MAX_ITEMS, Id, Timestamp
+from socialbench.runtime.timelines import (
+    ReadRequest,
+    check_timeline_page,
+    parse_page,
+    read_posts,
+)
+from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
 
 
 def timeline_key(user_id: int) -> str:
@@ -41,9 +48,7 @@ class HomeTimelineService:
         self, user_id: int, post_id: int, timestamp: int, user_mentions_id: list[int]
     ) -> None:
         """Put a post of ``user_id`` in the home timelines of its followers and mentions."""
-        answer = await self.social_graph.call("get_followers", {"user_id": user_id})
-        recipients = {*answer["user_ids"], *user_mentions_id}
-        recipients.discard(user_id)
+        recipients = await self._recipients(user_id, user_mentions_id)
         if not recipients:
             return
         entry = {str(post_id): timestamp}
@@ -51,6 +56,24 @@ class HomeTimelineService:
             for recipient in recipients:
                 pipe.zadd(timeline_key(recipient), entry)
             await pipe.execute()
+
+    async def remove(self, user_id: int, post_id: int, user_mentions_id: list[int]) -> None:
+        """Take a post of ``user_id`` out of its followers' and mentions' home timelines."""
+        recipients = await self._recipients(user_id, user_mentions_id)
+        if not recipients:
+            return
+        member = str(post_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for recipient in recipients:
+                pipe.zrem(timeline_key(recipient), member)
+            await pipe.execute()
+
+    async def _recipients(self, user_id: int, user_mentions_id: list[int]) -> set[int]:
+        """Who gets a post of ``user_id``: its followers and mentions, not its author."""
+        answer = await self.social_graph.call("get_followers", {"user_id": user_id})
+        recipients = {*answer["user_ids"], *user_mentions_id}
+        recipients.discard(user_id)
+        return recipients
 
     async def read(self, user_id: int, start: int, stop: int) -> list[Any]:
         """Posts ``[start, stop)`` of the user's home timeline, newest first."""
@@ -67,16 +90,29 @@ router = APIRouter()
 
 
 class WriteRequest(BaseModel):
-    user_id: int
-    post_id: int
-    timestamp: int
-    user_mentions_id: list[int] = []
+    user_id: Id
+    post_id: Id
+    timestamp: Timestamp
+    user_mentions_id: Annotated[list[Id], Field(max_length=MAX_ITEMS)] = []
+
+
+class RemoveRequest(BaseModel):
+    user_id: Id
+    post_id: Id
+    user_mentions_id: Annotated[list[Id], Field(max_length=MAX_ITEMS)] = []
 
 
 @router.post("/write_home_timeline")
 async def write_home_timeline(body: WriteRequest, service: HomeTimelineDep) -> Response:
     """Fan a new post out to its author's followers and the users it mentions."""
     await service.write(body.user_id, body.post_id, body.timestamp, body.user_mentions_id)
+    return JSONResponse({})
+
+
+@router.post("/remove_home_timeline")
+async def remove_home_timeline(body: RemoveRequest, service: HomeTimelineDep) -> Response:
+    """Take a post out of the home timelines it was fanned out to (undoing a failed compose)."""
+    await service.remove(body.user_id, body.post_id, body.user_mentions_id)
     return JSONResponse({})
 
 
@@ -94,16 +130,16 @@ async def read_home_timeline(body: ReadRequest, service: HomeTimelineDep) -> Res
 @failure_prefix("Get home-timeline failure")
 async def wrk2_read(request: Request, service: HomeTimelineDep) -> Response:
     """A page of any user's home timeline: user_id, start, stop."""
-    user_id, start, stop = require_ints(await form_args(request), "user_id", "start", "stop")
-    return JSONResponse(await service.read(user_id, start, stop))
+    user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
+    return JSONResponse(await service.read(parse_int(user_id, "user_id"), *parse_page(start, stop)))
 
 
 @router.api_route("/api/home-timeline/read", methods=["GET", "POST"])
 @failure_prefix("Get home-timeline failure")
 async def api_read(request: Request, user: CurrentUser, service: HomeTimelineDep) -> Response:
     """A page of the logged-in user's home timeline."""
-    start, stop = require_ints(await form_args(request), "start", "stop")
-    return JSONResponse(await service.read(user.user_id, start, stop))
+    start, stop = require(await form_args(request), "start", "stop")
+    return JSONResponse(await service.read(user.user_id, *parse_page(start, stop)))
 
 
 def create_app() -> FastAPI:

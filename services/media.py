@@ -7,6 +7,11 @@ file under the upload limit never meets MongoDB's 16 MiB document limit. Chunk 0
 head) carries the type and the chunk count; it is inserted first, which claims the
 random id atomically, and is marked ``complete`` only once every chunk is stored, so
 a reader never sees half a file.
+
+Only a logged-in user uploads (the ``login_token`` cookie, as the original's pages do:
+the compose form of the main page uploads), and only images and videos: the part's
+declared content type and the file's first bytes must both name one of :data:`FORMATS`,
+else 415. SVG is not among them (it can carry scripts).
 """
 
 from __future__ import annotations
@@ -14,20 +19,28 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pymongo.errors import DuplicateKeyError, PyMongoError
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
-from socialbench.runtime.errors import InvalidArgument, NotFound, PayloadTooLarge, StoreError
-from socialbench.runtime.models import Media, check_media_lists
+from socialbench.runtime.auth import CurrentUser
+from socialbench.runtime.errors import (
+    ClientError,
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    StoreError,
+)
+from socialbench.runtime.models import MAX_ITEMS, Media, Name, check_media_lists
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 CHUNK_BYTES = 1 << 20
@@ -36,6 +49,59 @@ MEDIA_TYPE = re.compile(r"[a-z0-9]{1,10}")
 # Room for the multipart boundaries and part headers around the file itself.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 MAX_ID_ATTEMPTS = 3
+
+
+class UnsupportedMediaType(ClientError):
+    """An upload that is not an image or a video of :data:`FORMATS`."""
+
+    status_code = 415
+
+
+@dataclass(frozen=True)
+class MediaFormat:
+    """An image or video format the service accepts."""
+
+    media_type: str  # stored and named in URLs (``<id>.<type>``) when the extension is not
+    content_type: str  # what /get-media answers with
+    extensions: frozenset[str]  # file extensions kept as the stored type
+    declared: frozenset[str]  # content types an upload of it may declare
+    matches: Callable[[bytes], bool]  # its magic bytes
+
+
+def _ftyp(*brands: bytes) -> Callable[[bytes], bool]:
+    """An ISO base media file (``....ftyp<brand>``) of one of ``brands`` (any when none)."""
+    return lambda data: data[4:8] == b"ftyp" and (not brands or data[8:12] in brands)
+
+
+def _riff(kind: bytes) -> Callable[[bytes], bool]:
+    return lambda data: data[:4] == b"RIFF" and data[8:12] == kind
+
+
+def _format(media_type: str, content_type: str, extensions: str, declared: str,
+            matches: Callable[[bytes], bool]) -> MediaFormat:
+    return MediaFormat(media_type, content_type, frozenset(extensions.split()),
+                       frozenset(declared.split()), matches)
+
+
+# Most specific first: an AVIF or QuickTime file is an ``ftyp`` file too.
+FORMATS: tuple[MediaFormat, ...] = (
+    _format("png", "image/png", "png", "image/png image/apng",
+            lambda data: data.startswith(b"\x89PNG\r\n\x1a\n")),
+    _format("jpg", "image/jpeg", "jpg jpeg", "image/jpeg image/jpg image/pjpeg",
+            lambda data: data.startswith(b"\xff\xd8\xff")),
+    _format("gif", "image/gif", "gif", "image/gif",
+            lambda data: data[:6] in (b"GIF87a", b"GIF89a")),
+    _format("webp", "image/webp", "webp", "image/webp", _riff(b"WEBP")),
+    _format("avif", "image/avif", "avif", "image/avif", _ftyp(b"avif", b"avis")),
+    _format("mov", "video/quicktime", "mov qt", "video/quicktime", _ftyp(b"qt  ")),
+    _format("mp4", "video/mp4", "mp4 m4v", "video/mp4 video/x-m4v", _ftyp()),
+    _format("webm", "video/webm", "webm mkv", "video/webm video/x-matroska",
+            lambda data: data.startswith(b"\x1a\x45\xdf\xa3")),
+    _format("ogv", "video/ogg", "ogv ogg", "video/ogg", lambda data: data.startswith(b"OggS")),
+    _format("avi", "video/x-msvideo", "avi", "video/x-msvideo video/avi video/msvideo",
+            _riff(b"AVI ")),
+)
+FORMAT_OF_TYPE = {ext: fmt for fmt in FORMATS for ext in fmt.extensions}
 
 
 def new_media_id() -> str:
@@ -117,8 +183,8 @@ router = APIRouter()
 
 
 class ComposeMediaRequest(BaseModel):
-    media_ids: list[str]
-    media_types: list[str]
+    media_ids: Annotated[list[Name], Field(max_length=MAX_ITEMS)]
+    media_types: Annotated[list[Name], Field(max_length=MAX_ITEMS)]
 
 
 class MediaAnswer(BaseModel):
@@ -149,14 +215,27 @@ async def _at_most(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[b
         yield chunk
 
 
-def media_type_of(upload: UploadFile) -> str:
-    """The file's type: its extension, else the subtype of its ``image/*`` content type."""
+def media_type_of(upload: UploadFile, data: bytes) -> str:
+    """The stored type of an image or video upload; 415 for anything else.
+
+    The part's content type and the file's magic bytes must name the same format of
+    :data:`FORMATS`; the type is the file's extension when it names that format too
+    (``cat.JPEG``: ``jpeg``), else the format's own (``jpg``).
+    """
+    declared = (upload.content_type or "").split(";", 1)[0].strip().lower()
+    if not declared.startswith(("image/", "video/")):
+        raise UnsupportedMediaType(
+            f"only images and videos can be uploaded, not {declared or 'an untyped file'}"
+        )
+    found = next((fmt for fmt in FORMATS if fmt.matches(data)), None)
+    if found is None:
+        raise UnsupportedMediaType("the file is not an image or a video of a known format")
+    if declared not in found.declared:
+        raise UnsupportedMediaType(f"the file is declared {declared} but is {found.content_type}")
     suffix = PurePosixPath(upload.filename or "").suffix.lstrip(".").lower()
-    content_type = upload.content_type or ""
-    guess = suffix or (content_type.split("/", 1)[1] if content_type.startswith("image/") else "")
-    if MEDIA_TYPE.fullmatch(guess) is None:
-        raise InvalidArgument(f"cannot tell the media type of {upload.filename!r}")
-    return guess
+    if suffix in found.extensions and MEDIA_TYPE.fullmatch(suffix):
+        return suffix
+    return found.media_type
 
 
 async def read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
@@ -177,20 +256,23 @@ async def read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
         if not uploads:
             raise InvalidArgument("no file in field 'media' (or 'file')")
         data = await uploads[0].read()
-        media_type = media_type_of(uploads[0])
+        if len(data) > max_bytes:
+            raise PayloadTooLarge(f"the file is larger than {max_bytes} bytes")
+        if not data:
+            raise InvalidArgument("the file is empty")
+        media_type = media_type_of(uploads[0], data)
     finally:
         await form.close()
-    if len(data) > max_bytes:
-        raise PayloadTooLarge(f"the file is larger than {max_bytes} bytes")
-    if not data:
-        raise InvalidArgument("the file is empty")
     return data, media_type
 
 
 @router.post("/upload-media")
 @failure_prefix("Upload media failure")
-async def upload_media(request: Request, service: MediaDep) -> UploadAnswer:
-    """Front end: store the uploaded file (field ``media`` or ``file``); its id and type."""
+async def upload_media(request: Request, user: CurrentUser, service: MediaDep) -> UploadAnswer:
+    """Front end: store the uploaded file (field ``media`` or ``file``); its id and type.
+
+    401 without a login (checked before the body is read); 415 unless an image or a video.
+    """
     data, media_type = await read_upload(request, service.max_bytes)
     return UploadAnswer(media_id=await service.store(data, media_type), media_type=media_type)
 
@@ -202,9 +284,11 @@ async def get_media(request: Request, service: MediaDep) -> Response:
     (filename,) = require(await form_args(request), "filename")
     media_id, _, media_type = filename.rpartition(".")
     data = await service.load(media_id, media_type.lower())
+    known = FORMAT_OF_TYPE.get(media_type.lower())
     return Response(
         data,
-        media_type=f"image/{media_type.lower()}",
+        # A file stored before uploads were checked: bytes, never rendered as markup.
+        media_type=known.content_type if known else "application/octet-stream",
         # A media id never names other bytes: the file can be cached for good.
         headers={"Cache-Control": "public, max-age=31536000, immutable",
                  "X-Content-Type-Options": "nosniff"},

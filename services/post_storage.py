@@ -3,6 +3,7 @@
 memcached holds each post's JSON (the front end's shape) under ``<post_id>``. Reading
 many posts is the hottest path of the read workloads, so cached posts pass through as
 the bytes memcached returned: the answer is assembled from them without parsing.
+A post is deleted only to undo a failed compose (see compose-post).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pymongo.errors import DuplicateKeyError
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
-from socialbench.runtime.models import Post
+from socialbench.runtime.models import MAX_READ_IDS, Id, Post
 
 
 def _cache_key(post_id: int) -> bytes:
@@ -54,6 +55,11 @@ class PostStorageService:
         except DuplicateKeyError:
             raise Conflict(f"post {post_id} is already stored") from None
         await self.cache.set(_cache_key(post_id), cached)
+
+    async def delete_post(self, post_id: int) -> None:
+        """Delete a post, if stored: MongoDB first, then memcached (so a miss finds nothing)."""
+        await self.posts.delete_one({"post_id": post_id})
+        await self.cache.delete(_cache_key(post_id))
 
     async def read_post_json(self, post_id: int) -> bytes:
         """The JSON of one post; :class:`NotFound` if there is none."""
@@ -101,11 +107,15 @@ class StorePostRequest(BaseModel):
 
 
 class ReadPostRequest(BaseModel):
-    post_id: int
+    post_id: Id
 
 
 class ReadPostsRequest(BaseModel):
-    post_ids: list[int]
+    post_ids: Annotated[list[Id], Field(max_length=MAX_READ_IDS)]
+
+
+class DeletePostRequest(BaseModel):
+    post_id: Id
 
 
 def _json(body: bytes) -> Response:
@@ -129,6 +139,13 @@ async def read_post(body: ReadPostRequest, service: PostStorageDep) -> Response:
 async def read_posts(body: ReadPostsRequest, service: PostStorageDep) -> Response:
     """Posts in the order asked, duplicates once, unknown ids left out."""
     return _json(b'{"posts":' + await service.read_posts_json(body.post_ids) + b"}")
+
+
+@router.post("/delete_post")
+async def delete_post(body: DeletePostRequest, service: PostStorageDep) -> Response:
+    """Delete a post (undoing a failed compose); a post not stored is no error."""
+    await service.delete_post(body.post_id)
+    return _json(b"{}")
 
 
 def create_app() -> FastAPI:

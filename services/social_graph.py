@@ -29,7 +29,7 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
-from socialbench.runtime.models import now_ms
+from socialbench.runtime.models import Id, now_ms
 from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.web import (
@@ -138,12 +138,12 @@ router = APIRouter()
 
 
 class UserRequest(BaseModel):
-    user_id: int
+    user_id: Id
 
 
 class FollowRequest(BaseModel):
-    user_id: int
-    followee_id: int
+    user_id: Id
+    followee_id: Id
 
 
 class FollowWithUsernameRequest(BaseModel):

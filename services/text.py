@@ -16,7 +16,14 @@ from pydantic import BaseModel, ValidationError
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NeighbourError
-from socialbench.runtime.models import Url, UrlsAnswer, UserMention, UserMentionsAnswer
+from socialbench.runtime.models import (
+    Text,
+    Url,
+    UrlsAnswer,
+    UserMention,
+    UserMentionsAnswer,
+    check_items,
+)
 
 MENTION = re.compile(r"@[A-Za-z0-9_-]+")
 URL = re.compile(r"(?:http|https)://[A-Za-z0-9_!~*'().&=+$%-]+")
@@ -42,6 +49,8 @@ class TextService:
         """``text`` with short urls, its known mentions and its url pairs."""
         usernames = list(dict.fromkeys(match[1:] for match in MENTION.findall(text)))
         urls = URL.findall(text)
+        check_items("mentions", usernames)  # before url-shorten stores any url
+        check_items("urls", urls)
         mentions, short_urls = await asyncio.gather(
             self._user_mentions(usernames), self._shorten(urls)
         )
@@ -85,7 +94,7 @@ router = APIRouter()
 
 
 class ComposeTextRequest(BaseModel):
-    text: str
+    text: Text
 
 
 @router.post("/compose_text")

@@ -13,12 +13,12 @@ import string
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pymongo.errors import BulkWriteError
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NotFound, StoreError
-from socialbench.runtime.models import Url, UrlsAnswer
+from socialbench.runtime.models import MAX_ITEMS, Text, Url, UrlsAnswer
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 SHORT_URL_PREFIX = "http://short-url/"
@@ -87,11 +87,11 @@ router = APIRouter()
 
 
 class ComposeUrlsRequest(BaseModel):
-    urls: list[str]
+    urls: Annotated[list[Text], Field(max_length=MAX_ITEMS)]
 
 
 class ExpandUrlsRequest(BaseModel):
-    shortened_urls: list[str]
+    shortened_urls: Annotated[list[str], Field(max_length=MAX_ITEMS)]
 
 
 @router.post("/compose_urls")

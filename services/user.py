@@ -39,7 +39,7 @@ from socialbench.runtime.errors import (
     StoreError,
     Unauthorized,
 )
-from socialbench.runtime.models import Creator
+from socialbench.runtime.models import Creator, Id
 from socialbench.runtime.stores import STORE_ERRORS, memcached_key, user_id_cache_key
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
 
@@ -183,7 +183,7 @@ class RegisterUserRequest(BaseModel):
     last_name: str
     username: str
     password: str
-    user_id: int | None = None
+    user_id: Id | None = None
 
 
 class LoginRequest(BaseModel):
@@ -192,7 +192,7 @@ class LoginRequest(BaseModel):
 
 
 class CreatorRequest(BaseModel):
-    user_id: int
+    user_id: Id
     username: str
 
 
@@ -275,9 +275,17 @@ async def api_login(request: Request, service: UserDep) -> Response:
     response = RedirectResponse("/main.html", status_code=302)
     response.set_cookie(
         COOKIE_NAME, token, max_age=service.settings.login_token_ttl_s, path="/",
-        httponly=True, samesite="lax",
+        httponly=True, samesite="lax", secure=came_over_tls(request),
     )
     return response
+
+
+def came_over_tls(request: Request) -> bool:
+    """Whether the browser reached us over TLS: the scheme, or the first proxy's
+    ``X-Forwarded-Proto`` (nginx passes on what a TLS-terminating proxy in front sets)."""
+    forwarded = request.headers.get("x-forwarded-proto", "")
+    first = forwarded.split(",", 1)[0].strip().lower()
+    return first == "https" or request.url.scheme == "https"
 
 
 def create_app() -> FastAPI:

@@ -12,10 +12,10 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
-from socialbench.runtime.models import UserMention, UserMentionsAnswer
+from socialbench.runtime.models import MAX_ITEMS, UserMention, UserMentionsAnswer
 from socialbench.runtime.stores import user_id_cache_key
 
 
@@ -56,7 +56,7 @@ router = APIRouter()
 
 
 class ComposeUserMentionsRequest(BaseModel):
-    usernames: list[str]
+    usernames: Annotated[list[str], Field(max_length=MAX_ITEMS)]
 
 
 @router.post("/compose_user_mentions")

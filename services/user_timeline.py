@@ -11,6 +11,9 @@ also records when it holds a whole timeline: a timeline loaded whole from MongoD
 carries a marker member (score -inf), and the flag ``user-timeline:whole`` (set at
 start-up on an empty collection, see :func:`flag_fresh_cache`) says Redis has every
 timeline. Either way such reads stay in Redis.
+
+An entry is removed only to undo a failed compose (see compose-post); a timeline
+without it is still whole, so the markers stay.
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.models import Id, Timestamp
 from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
-from socialbench.runtime.timelines import ReadRequest, check_timeline_page, read_posts
-from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, require_ints
+from socialbench.runtime.timelines import (
+    ReadRequest,
+    check_timeline_page,
+    parse_page,
+    read_posts,
+)
+from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
 
 WHOLE = b"~whole"  # marker member: this ZSET holds the user's whole timeline
 ALL_WHOLE = "user-timeline:whole"  # flag: Redis holds every user's whole timeline
@@ -52,6 +61,11 @@ class UserTimelineService:
             {"user_id": user_id, "post_id": post_id, "timestamp": timestamp}
         )
         await self.redis.zadd(str(user_id), {str(post_id): timestamp})
+
+    async def remove(self, user_id: int, post_id: int) -> None:
+        """Remove a post from the user's timeline, if there: MongoDB first, then Redis."""
+        await self.entries.delete_many({"user_id": user_id, "post_id": post_id})
+        await self.redis.zrem(str(user_id), str(post_id))
 
     async def read(self, user_id: int, start: int, stop: int) -> list[Any]:
         """Posts ``[start, stop)`` of the user's timeline, newest first."""
@@ -117,15 +131,27 @@ router = APIRouter()
 
 
 class WriteRequest(BaseModel):
-    user_id: int
-    post_id: int
-    timestamp: int
+    user_id: Id
+    post_id: Id
+    timestamp: Timestamp
+
+
+class RemoveRequest(BaseModel):
+    user_id: Id
+    post_id: Id
 
 
 @router.post("/write_user_timeline")
 async def write_user_timeline(body: WriteRequest, service: UserTimelineDep) -> Response:
     """Add a post to its creator's timeline."""
     await service.write(body.user_id, body.post_id, body.timestamp)
+    return JSONResponse({})
+
+
+@router.post("/remove_user_timeline")
+async def remove_user_timeline(body: RemoveRequest, service: UserTimelineDep) -> Response:
+    """Remove a post from its creator's timeline (undoing a failed compose); idempotent."""
+    await service.remove(body.user_id, body.post_id)
     return JSONResponse({})
 
 
@@ -143,8 +169,8 @@ async def read_user_timeline(body: ReadRequest, service: UserTimelineDep) -> Res
 @failure_prefix("Get user-timeline failure")
 async def wrk2_read(request: Request, service: UserTimelineDep) -> Response:
     """A page of any user's timeline: user_id, start, stop."""
-    user_id, start, stop = require_ints(await form_args(request), "user_id", "start", "stop")
-    return JSONResponse(await service.read(user_id, start, stop))
+    user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
+    return JSONResponse(await service.read(parse_int(user_id, "user_id"), *parse_page(start, stop)))
 
 
 @router.api_route("/api/user-timeline/read", methods=["GET", "POST"])
@@ -154,7 +180,7 @@ async def api_read(request: Request, user: CurrentUser, service: UserTimelineDep
     args = await form_args(request)
     start, stop = require(args, "start", "stop")
     user_id = parse_int(args["user_id"], "user_id") if args.get("user_id") else user.user_id
-    posts = await service.read(user_id, parse_int(start, "start"), parse_int(stop, "stop"))
+    posts = await service.read(user_id, *parse_page(start, stop))
     return JSONResponse(posts)
 
 

@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("socialbench.registry", "socialbench.runtime"),
     ("socialbench.services", "socialbench.gateway"),
     ("socialbench.workloads.definitions",),
-    ("socialbench.workloads.driver",),
+    ("socialbench.workloads.driver", "socialbench.workloads.cache"),
     ("socialbench.workloads.ramp",),
     ("socialbench.stack",),
     ("socialbench.deploy",),

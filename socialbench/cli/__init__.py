@@ -11,6 +11,8 @@ from socialbench.cli import deploy as deploy_commands
 from socialbench.cli import ramp as ramp_command
 from socialbench.cli import stack as stack_commands
 from socialbench.cli.bench import bench_app
+from socialbench.cli.cache import cache_app
+from socialbench.cli.check import check_command
 from socialbench.cli.demo import demo
 from socialbench.cli.load import load
 from socialbench.cli.locust import locust
@@ -41,6 +43,7 @@ def serve(
         spec = registry.get(service)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="SERVICE") from None
+    _require_login_secret()
     uvicorn.run(
         f"{spec.module}:create_app",
         factory=True,
@@ -56,15 +59,38 @@ def serve(
     )
 
 
+def _require_login_secret() -> None:
+    """Exit 2 with a clear message unless the environment gives a usable login secret.
+
+    Every service of a deployment, and every worker of one, must check tokens with the
+    same secret, so no process makes up its own.
+    """
+    from pydantic import ValidationError
+
+    from socialbench.runtime.settings import LoginSecretMissing, Settings, require_login_secret
+
+    try:
+        require_login_secret(Settings())
+    except LoginSecretMissing as exc:
+        typer.echo(f"socialbench serve: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        messages = "; ".join(str(error["msg"]) for error in exc.errors())
+        typer.echo(f"socialbench serve: bad settings: {messages}", err=True)
+        raise typer.Exit(2) from None
+
+
 for command in (stack_commands.up, stack_commands.down, stack_commands.status,
                 stack_commands.logs, load, ramp_command.ramp, ramp_command.report,
                 ramp_command.compare, demo, locust, deploy_commands.merge,
                 deploy_commands.probe):
     app.command()(command)
 app.command("seed")(seed_command)
+app.command("check")(check_command)
 app.add_typer(deploy_commands.deploy_app)
 app.add_typer(deploy_commands.loadjob_app)
 app.add_typer(bench_app)
+app.add_typer(cache_app)
 
 
 if __name__ == "__main__":

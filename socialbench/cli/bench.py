@@ -1,4 +1,4 @@
-"""'socialbench bench driver|stack': the benchmarks of socialbench.bench (numbers, not tests)."""
+"""'socialbench bench driver|stack|mongodb': the benchmarks of socialbench.bench (numbers)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from socialbench.bench.cache import CacheBench
 from socialbench.bench.driver import DriverBench
+from socialbench.bench.mongodb import MongoBench
 from socialbench.bench.stack import StackBench
 from socialbench.cli.options import DataDir
 from socialbench.workloads.driver.config import Distribution
@@ -18,6 +20,8 @@ bench_app = typer.Typer(
 )
 DRIVER = DriverBench()
 STACK = StackBench()
+MONGODB = MongoBench()
+CACHE = CacheBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
 
@@ -86,3 +90,50 @@ def stack(
     except NoStack as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+@bench_app.command()
+def mongodb(
+    documents: Annotated[int, typer.Option(min=1, help="Post documents inserted first.")]
+    = MONGODB.documents,
+    reads: Annotated[int, typer.Option(min=1, help="Timed reads of each kind.")]
+    = MONGODB.reads,
+    in_size: Annotated[int, typer.Option(min=1, help="Ids per $in read.")] = MONGODB.in_size,
+    inserts: Annotated[int, typer.Option(min=1, help="Timed single inserts.")]
+    = MONGODB.inserts,
+    max_seconds: Annotated[float, typer.Option(
+        min=0.1, metavar="SECONDS", help="Time limit of each timed series.")]
+    = MONGODB.max_seconds,
+    ferretdb: Annotated[Path | None, typer.Option(
+        help="The FerretDB binary (default: the one scripts/build-ferretdb.sh built).")]
+    = None,
+    results_dir: ResultsDir = MONGODB.results_dir,
+) -> None:
+    """FerretDB (SQLite) on posts: point reads by _id and an index, $in reads, inserts."""
+    from socialbench.bench.mongodb import run
+
+    run(MongoBench(documents=documents, reads=reads, in_size=in_size, inserts=inserts,
+                   max_seconds=max_seconds, ferretdb=ferretdb, results_dir=results_dir))
+
+
+@bench_app.command("cache")
+def cache(
+    duration: Annotated[float, typer.Option(
+        min=0.5, metavar="SECONDS", help="Measured time of each run.")] = CACHE.duration_s,
+    pipelines: Annotated[list[int] | None, typer.Option(
+        min=1, help=f"A pipeline depth; repeat for several (default: "
+        f"{', '.join(map(str, CACHE.pipelines))}).")] = None,
+    clients: Annotated[int, typer.Option(min=1, help="Connections (both tools).")]
+    = CACHE.clients,
+    client_cpu: Annotated[int, typer.Option(min=0, help="CPU of the load generators.")]
+    = CACHE.client_cpu,
+    server_cpu: Annotated[int, typer.Option(min=0, help="CPU of the servers.")]
+    = CACHE.server_cpu,
+    results_dir: ResultsDir = CACHE.results_dir,
+) -> None:
+    """The cache generator against memcached -t 1 and Redis, beside redis-benchmark."""
+    from socialbench.bench.cache import run
+
+    run(CacheBench(duration_s=duration, pipelines=tuple(pipelines or CACHE.pipelines),
+                   clients=clients, client_cpu=client_cpu, server_cpu=server_cpu,
+                   results_dir=results_dir))

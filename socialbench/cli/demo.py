@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from socialbench.cli.check import check_hook
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.cli.ramp import QUICK, SETUP_ERRORS
 from socialbench.stack.local import LocalStack
@@ -82,12 +83,18 @@ def demo(
             mongodb_server=mongodb_flavour(), stack=stack.record(config.url),
             dataset=Dataset(fresh=True, graph=graph, users=USERS,
                             posts_per_user=posts_per_user, seed=1),
+            check=check_hook(stack, config.url, console),
         )
         result = execute(job, console)
         stage(4, "result")
         print_headline(result, console)
         console.print(f"Took {time.monotonic() - started:.0f} s. Compare with another run: "
                       f"socialbench compare {result.directory} <other bundle>")
+        check = result.summary.check
+        if check is not None and not check.passed:
+            console.print(f"[bold red]FAILED[/]: the check of the stores: {check.reason}",
+                          soft_wrap=True)
+            raise typer.Exit(1)
     except SETUP_ERRORS as exc:
         console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(1) from None

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from socialbench.cli.check import check_hook
 from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
@@ -190,7 +191,7 @@ def ramp(
         power_cmd=power_cmd,
         reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print) if fresh
         else None,
-        quiet=quiet,
+        quiet=quiet, check=check_hook(stack, url, console),
     )
     try:
         result = execute(job, console)
@@ -205,6 +206,11 @@ def ramp(
         # A script gets a non-zero exit, and the reason on the last line.
         console.print(f"[bold red]FAILED[/]: repeat {failed[0].repeat} found no rate that "
                       f"held the SLA: {failed[0].stop_detail}")
+    check = result.summary.check
+    if check is not None and not check.passed:
+        console.print(f"[bold red]FAILED[/]: the check of the stores: {check.reason}",
+                      soft_wrap=True)
+    if failed or (check is not None and not check.passed):
         raise typer.Exit(1)
 
 

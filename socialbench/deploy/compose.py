@@ -25,6 +25,7 @@ HEADER = f"""\
 Generated from socialbench/registry.py by `{GENERATE_COMMAND}`:
 edit the registry or socialbench/deploy/compose.py, not this file (tests compare them).
 
+    echo "SOCIALBENCH_JWT_SECRET=$(openssl rand -hex 32)" >> compose/.env   # once
     docker compose -f compose/docker-compose.yml up -d       # build, start, seed
     docker compose -f compose/docker-compose.yml --profile load run --rm driver
 See docs/deploy.md for the variables (SOCIALBENCH_WORKERS, SOCIALBENCH_LOAD_RATE, ...).
@@ -61,13 +62,20 @@ def _dependencies(spec: registry.ServiceSpec) -> list[str]:
     return [store.value for store in spec.stores] + [n for n in spec.neighbours if n in earlier]
 
 
+# The login-token secret: the deployment's own, from the caller's environment or
+# compose/.env; no default (a default in this public file would let anyone forge logins).
+SECRET_VALUE = (f"${{{stack.SECRET_ENV}:?set {stack.SECRET_ENV} to a random secret of 32 "
+                "characters or more in compose/.env (openssl rand -hex 32), see docs/deploy.md}")
+
+
 def _service(spec: registry.ServiceSpec) -> dict[str, Any]:
     service = _socialbench(
         stack.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
         env_file=[ENV_FILE],
         # From the caller's environment: tracing is off unless it sets the endpoint.
-        environment={name: f"${{{name}:-{default}}}"
-                     for name, default in stack.TRACING_DEFAULTS.items()},
+        environment={**{name: f"${{{name}:-{default}}}"
+                        for name, default in stack.TRACING_DEFAULTS.items()},
+                     stack.SECRET_ENV: SECRET_VALUE},
         healthcheck={"test": Inline(["CMD", *stack.http_healthcheck(spec.port)]),
                      **HEALTH_TIMING},
         restart="unless-stopped",

@@ -25,6 +25,8 @@ def registry_data() -> dict[str, Any]:
     return {
         "gateway": {"host": stack.GATEWAY_HOST, "port": stack.GATEWAY_PORT,
                     "mediaPort": stack.MEDIA_PORT},
+        # The login-token secret's variable; its value comes from the chart's Secret.
+        "secretEnv": stack.SECRET_ENV,
         "services": [
             {
                 "name": spec.name,

@@ -14,7 +14,8 @@ from pathlib import Path
 from socialbench import registry
 from socialbench.gateway import nginx
 from socialbench.registry import Store
-from socialbench.runtime.settings import Settings
+from socialbench.runtime.settings import JWT_SECRET_ENV, Settings
+from socialbench.stack.servers import REDIS_PERSISTENCE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = REPO_ROOT / "compose"
@@ -80,10 +81,12 @@ STORES: tuple[StoreDeployment, ...] = (
         Store.REDIS,
         image="redis:7.4.2",
         port=6379,
-        command=("redis-server", "--save", "", "--appendonly", "no",
+        # The home timelines live here only: an append-only file on its volume.
+        command=("redis-server", *REDIS_PERSISTENCE, "--dir", "/data",
                  "--protected-mode", "no", "--maxclients", "10000"),
         healthcheck=("redis-cli", "ping"),
         setting="redis_url",
+        data_dir="/data",
     ),
     StoreDeployment(
         Store.MEMCACHED,
@@ -114,6 +117,10 @@ def setting_env(field: str) -> str:
         raise KeyError(f"no settings field {field!r}")
     return registry.ENV_PREFIX + field.upper()
 
+
+# The login-token secret every service shares; compose and helm give it a value of the
+# deployment's own (never a default in a generated file).
+SECRET_ENV = JWT_SECRET_ENV
 
 # Tracing settings of every service and their defaults: no endpoint, tracing off.
 TRACING_DEFAULTS = {

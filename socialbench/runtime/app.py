@@ -4,6 +4,12 @@ A service module provides a router and a logic class; :func:`create_service_app`
 gives it settings, store clients and RPC pools (created at start-up, one set per
 worker process), ``/healthz`` (checks the service's stores), ``/stats`` (error
 counters), tracing when an endpoint is set, and one mapping of errors to HTTP answers.
+
+Every exception becomes an answer: the runtime's errors their status, a request that
+fails validation 400 (413 when only caps were exceeded), an unknown route or method
+404/405, and anything else 500 :class:`InternalError`, answered by
+:class:`AnswerEveryError` rather than left to Starlette, which re-raises it to uvicorn,
+which then closes the keep-alive connection under nginx (its next request got 502).
 """
 
 from __future__ import annotations
@@ -16,14 +22,26 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fastapi import APIRouter, FastAPI, Request
+import orjson
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from socialbench import registry
 from socialbench.registry import ServiceSpec
-from socialbench.runtime.errors import InvalidArgument, SocialbenchError, StoreError
+from socialbench.runtime.errors import (
+    ClientError,
+    InternalError,
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    SocialbenchError,
+    StoreError,
+)
 from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.models import TOO_LARGE_ERRORS
 from socialbench.runtime.rpc import RPCClient
 from socialbench.runtime.settings import Settings, get_settings
 from socialbench.runtime.stores import STORE_ERRORS, Stores
@@ -92,8 +110,10 @@ def create_service_app(
         default_response_class=JSONResponse,
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(strict_json_body)],
     )
     app.include_router(router)
+    app.add_middleware(AnswerEveryError)  # inside tracing: its span sees the 500
     if tracing is not None:
         app.add_middleware(TracingMiddleware, tracing=tracing)
     _add_operational_routes(app)
@@ -136,6 +156,77 @@ def _error_response(request: Request, error: SocialbenchError) -> Response:
     return text(f"{prefix}: {error.message}", status)
 
 
+async def strict_json_body(request: Request) -> None:
+    """A 400 for a JSON body that is not UTF-8 though ``json.loads`` took it.
+
+    FastAPI decodes JSON with ``surrogatepass``: a surrogate, raw (``ED A0 80``) or
+    escaped alone (``"\\ud800"``), would pass, then fail (500) where the text is encoded
+    for a store. orjson refuses both; it only looks at bodies that could hold one.
+    """
+    if "json" not in request.headers.get("content-type", ""):
+        return  # never read other bodies here: uploads are streamed
+    body = await request.body()
+    if b"\\u" in body or b"\xed" in body:
+        try:
+            orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidArgument(f"the JSON body is not valid UTF-8 JSON: {exc}") from None
+
+
+class AnswerEveryError:
+    """Answer an exception no handler took with a 500 :class:`InternalError`, logged.
+
+    Starlette's outermost middleware answers such an exception too, but then re-raises
+    it, and uvicorn closes the connection on one raised after the answer started.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception as exc:
+            if started:  # too late to answer: uvicorn closes the connection
+                raise
+            log.exception("%s %s: unexpected error", scope.get("method"), scope.get("path"))
+            error = InternalError(f"{type(exc).__name__}: {str(exc)[:200]}")
+            response = _error_response(Request(scope), error)
+            await response(scope, receive, send)
+
+
+def _invalid_request(exc: RequestValidationError) -> ClientError:
+    """400 naming each problem; 413 if every problem is a value over its cap."""
+    errors = exc.errors()
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in errors
+    )
+    if errors and all(e["type"] in TOO_LARGE_ERRORS for e in errors):
+        return PayloadTooLarge(problems)
+    return InvalidArgument(problems or "invalid request")
+
+
+def _http_error(exc: HTTPException) -> ClientError | InternalError:
+    """Starlette's and FastAPI's own errors (no route 404, 405, an unreadable body 400)."""
+    if exc.status_code >= 500:
+        return InternalError(str(exc.detail))
+    kind = {400: InvalidArgument, 404: NotFound, 413: PayloadTooLarge}.get(exc.status_code)
+    error = (kind or ClientError)(str(exc.detail))
+    error.status_code = exc.status_code
+    return error
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SocialbenchError)
     async def on_error(request: Request, exc: SocialbenchError) -> Response:
@@ -143,11 +234,13 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
-            for e in exc.errors()
-        )
-        return _error_response(request, InvalidArgument(problems or "invalid request"))
+        return _error_response(request, _invalid_request(exc))
+
+    @app.exception_handler(HTTPException)
+    async def on_http_error(request: Request, exc: HTTPException) -> Response:
+        response = _error_response(request, _http_error(exc))
+        response.headers.update(exc.headers or {})  # e.g. Allow on a 405
+        return response
 
     for store_error in STORE_ERRORS:
 

@@ -6,7 +6,8 @@
      │    ├── Unauthorized           401
      │    ├── NotFound               404
      │    ├── Conflict               409  (e.g. a username that exists)
-     │    └── PayloadTooLarge        413  (an upload over the configured limit)
+     │    └── PayloadTooLarge        413  (an upload, a text or a list over its cap)
+     ├── InternalError               500: a fault no handler expected (a bug)
      ├── StoreError                  503: memcached, Redis or MongoDB failed
      └── RPCError                    a neighbour service failed
           ├── NeighbourUnavailable   503: could not connect
@@ -56,6 +57,12 @@ class Conflict(ClientError):
 
 class PayloadTooLarge(ClientError):
     status_code = 413
+
+
+class InternalError(SocialbenchError):
+    """An exception nothing mapped: answered 500 like the rest, the connection kept."""
+
+    status_code = 500
 
 
 class StoreError(SocialbenchError):

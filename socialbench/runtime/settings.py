@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from socialbench import registry
@@ -18,6 +18,16 @@ def _service_urls_from_env() -> dict[str, str]:
     """
     env = {name.upper(): value for name, value in os.environ.items()}
     return {spec.name: env[spec.url_env] for spec in registry.SERVICES if env.get(spec.url_env)}
+
+
+JWT_SECRET_ENV = f"{registry.ENV_PREFIX}JWT_SECRET"
+MIN_SECRET_CHARS = 32
+# Secrets anyone can read in public code: the original's and this port's former default.
+PUBLIC_SECRETS = frozenset({"secret", "socialbench-login-token-secret-change-me"})
+
+
+class LoginSecretMissing(RuntimeError):
+    """A service process was started without the login-token secret."""
 
 
 class Settings(BaseSettings):
@@ -52,8 +62,11 @@ class Settings(BaseSettings):
     rpc_timeout_s: float = 10.0
 
     machine_id: int | None = None
-    # The original signs with "secret"; PyJWT wants 32 bytes or more for HS256.
-    jwt_secret: str = "socialbench-login-token-secret-change-me"
+    # The key login tokens are signed with (HS256), shared by every service of a deployment:
+    # SOCIALBENCH_JWT_SECRET. No default: `socialbench up`, compose and helm each give one
+    # per deployment, and `socialbench serve` refuses to start without it (see
+    # socialbench.runtime.auth.signing_key for an app run in-process, e.g. by the tests).
+    jwt_secret: SecretStr | None = None
     login_token_ttl_s: int = 3600
     upload_max_bytes: int = 16 * 1024 * 1024
 
@@ -65,6 +78,23 @@ class Settings(BaseSettings):
     # Neighbour URLs set in the environment, by service name; read with the other settings.
     _service_urls: dict[str, str] = PrivateAttr(default_factory=_service_urls_from_env)
 
+    @field_validator("jwt_secret", mode="before")
+    @classmethod
+    def _usable_secret(cls, value: object) -> object:
+        """Unset when empty; at least 32 characters (HS256); never the old public default."""
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if raw is None or raw == "":
+            return None
+        if not isinstance(raw, str):
+            return value
+        if raw in PUBLIC_SECRETS:
+            raise ValueError(f"{JWT_SECRET_ENV} is a publicly known value; "
+                             "set a random one (e.g. openssl rand -hex 32)")
+        if len(raw) < MIN_SECRET_CHARS:
+            raise ValueError(f"{JWT_SECRET_ENV} is shorter than {MIN_SECRET_CHARS} characters; "
+                             "set a random one (e.g. openssl rand -hex 32)")
+        return value
+
     def url_of(self, service: str) -> str:
         """Base URL of service ``service``: its registry variable, else neighbour host and port."""
         spec = registry.get(service)
@@ -74,6 +104,17 @@ class Settings(BaseSettings):
     def memcached_host_port(self) -> tuple[str, int]:
         host, _, port = self.memcached_address.rpartition(":")
         return host or "127.0.0.1", int(port)
+
+
+def require_login_secret(settings: Settings) -> None:
+    """Raise :class:`LoginSecretMissing`, saying how to set it, when ``settings`` has no secret."""
+    if settings.jwt_secret is None:
+        raise LoginSecretMissing(
+            f"{JWT_SECRET_ENV} is not set: every service of a deployment must share one "
+            "random secret to sign and check login tokens (e.g. "
+            f"{JWT_SECRET_ENV}=$(openssl rand -hex 32)). socialbench up, the compose file "
+            "and the helm chart set it; see docs/deploy.md."
+        )
 
 
 @lru_cache

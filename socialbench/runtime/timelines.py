@@ -6,36 +6,76 @@ read asks for the page ``[start, stop)`` and answers the posts, read from post-s
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from socialbench.runtime.errors import InvalidArgument
+from socialbench.runtime.models import MAX_READ_IDS, Id
 from socialbench.runtime.rpc import Neighbour
+from socialbench.runtime.web import parse_int
 
 MAX_TIMELINE_INDEX = 1 << 31
+
+StrictInt = Annotated[int, Field(strict=True)]
 
 
 # The request of both services' ``read_*_timeline`` (no docstring: it would become a
 # description in their OpenAPI).
 class ReadRequest(BaseModel):
-    user_id: int
-    start: int
-    stop: int
+    user_id: Id
+    start: StrictInt
+    stop: StrictInt
 
 
 def check_timeline_page(start: int, stop: int) -> None:
-    """A clear 400 unless ``start`` and ``stop`` of a timeline page are in ``[0, 2**31]``."""
+    """A clear 400 unless ``start`` and ``stop`` of a timeline page are in ``[0, 2**31]``.
+
+    ``stop <= start`` is an empty page (200, ``[]``), as the original's handlers answer.
+    """
     if not (0 <= start <= MAX_TIMELINE_INDEX and 0 <= stop <= MAX_TIMELINE_INDEX):
         raise InvalidArgument(
             f"start and stop must be in [0, {MAX_TIMELINE_INDEX}], got {start} and {stop}"
         )
 
 
+def parse_page(start: str, stop: str) -> tuple[int, int]:
+    """``start`` and ``stop`` of a front-end request: ASCII digits in ``[0, 2**31]``, else 400.
+
+    A non-number is refused as :func:`parse_int` refuses it; a number out of the range
+    (negative, or past ``2**31``) as :func:`check_timeline_page` does.
+    """
+    indexes = (_page_index(start, "start"), _page_index(stop, "stop"))
+    if indexes[0] is None or indexes[1] is None:
+        raise InvalidArgument(
+            f"start and stop must be in [0, {MAX_TIMELINE_INDEX}], "
+            f"got {start[:40]} and {stop[:40]}"
+        )
+    return indexes[0], indexes[1]
+
+
+def _page_index(value: str, name: str) -> int | None:
+    """``value`` as an int in ``[0, 2**31]``; None for a number out of it."""
+    if value[:1] == "-" and value[1:].isascii() and value[1:].isdigit():
+        return None
+    index = parse_int(value, name)
+    return index if index <= MAX_TIMELINE_INDEX else None
+
+
 async def read_posts(post_storage: Neighbour, post_ids: list[int]) -> list[Any]:
-    """The posts of ``post_ids`` from post-storage, in that order; no call for none."""
+    """The posts of ``post_ids`` from post-storage, in that order; no call for none.
+
+    A long page is asked in concurrent calls of at most ``MAX_READ_IDS`` ids each.
+    """
     if not post_ids:
         return []
-    answer = await post_storage.call("read_posts", {"post_ids": post_ids})
-    posts: list[Any] = answer["posts"]
-    return posts
+    if len(post_ids) <= MAX_READ_IDS:
+        answer = await post_storage.call("read_posts", {"post_ids": post_ids})
+        posts: list[Any] = answer["posts"]
+        return posts
+    answers = await asyncio.gather(*(
+        post_storage.call("read_posts", {"post_ids": post_ids[i:i + MAX_READ_IDS]})
+        for i in range(0, len(post_ids), MAX_READ_IDS)
+    ))
+    return [post for answer in answers for post in answer["posts"]]

@@ -8,6 +8,7 @@ parameter, ``<prefix>: <message>`` for a failure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
@@ -18,6 +19,10 @@ from starlette.responses import PlainTextResponse
 from socialbench.runtime.errors import InvalidArgument
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+MAX_INT64 = 2**63 - 1
+MAX_FORM_FIELDS = 64
+_DIGITS = re.compile(r"[0-9]+")  # ASCII digits only: no sign, space, "_" or other scripts
 
 
 class IncompleteArguments(InvalidArgument):
@@ -39,12 +44,30 @@ def failure_prefix(prefix: str) -> Callable[[F], F]:
 
 
 async def form_args(request: Request) -> dict[str, str]:
-    """Query-string and form-body parameters of a front-end request (the body wins)."""
-    args = dict(parse_qsl(request.url.query, keep_blank_values=True))
+    """Query-string and form-body parameters of a front-end request (the body wins).
+
+    Both must be UTF-8, raw and percent-decoded alike: anything else is a 400, never
+    replaced by U+FFFD.
+    """
+    args = parse_form(request.scope.get("query_string", b""), "query string")
     body = await request.body()
     if body and not request.headers.get("content-type", "").startswith("multipart/"):
-        args.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        args.update(parse_form(body, "form body"))
     return args
+
+
+def parse_form(data: bytes, where: str = "form body") -> dict[str, str]:
+    """``name=value&...`` pairs (the last of a repeated name wins); a 400 unless UTF-8."""
+    try:
+        pairs = parse_qsl(
+            data.decode("utf-8"), keep_blank_values=True, errors="strict",
+            max_num_fields=MAX_FORM_FIELDS,
+        )
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"the {where} is not valid UTF-8") from None
+    except ValueError:  # more fields than MAX_FORM_FIELDS
+        raise InvalidArgument(f"the {where} has more than {MAX_FORM_FIELDS} fields") from None
+    return dict(pairs)
 
 
 def require(args: dict[str, str], *names: str) -> list[str]:
@@ -55,12 +78,18 @@ def require(args: dict[str, str], *names: str) -> list[str]:
     return [args[name] for name in names]
 
 
-def parse_int(value: str, name: str) -> int:
-    """``value`` as an int; a clear 400 if it is not one."""
-    try:
-        return int(value)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be an integer, got {value!r}") from None
+def parse_int(value: str, name: str, *, high: int = MAX_INT64) -> int:
+    """``value`` as an int in ``[0, high]`` (an id: a signed 64-bit int that is not negative).
+
+    Only ASCII digits are read: a sign, spaces, ``_`` and the digits of other scripts,
+    all of which Python's ``int()`` accepts, are a clear 400 like any other non-number.
+    """
+    # Bounded before int(): a long run of digits is out of range, not worth converting.
+    if _DIGITS.fullmatch(value) is None or len(value.lstrip("0")) > len(str(high)) or (
+        int(value) > high
+    ):
+        raise InvalidArgument(f"{name} must be an integer in [0, {high}], got {value[:40]!r}")
+    return int(value)
 
 
 def require_ints(args: dict[str, str], *names: str) -> list[int]:

@@ -5,6 +5,11 @@ report the stack ready. The supervisor starts the stores, then the services in
 dependency order (each gated on its ``/healthz``), then nginx; it restarts a process
 that dies (with backoff) and, on SIGTERM, stops everything in reverse order. Its state
 (pids, ports, logs, restarts) is in ``<data dir>/state.json``; logs in ``<data dir>/logs``.
+
+The services sign login tokens with a secret made once per data directory and kept in
+``<data dir>/jwt-secret`` (mode 0600), so a restart keeps sessions valid; they get it in
+their environment only (never in the state file, the config file or a log).
+``SOCIALBENCH_JWT_SECRET`` in the environment of ``socialbench up`` takes its place.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -23,6 +29,7 @@ from pathlib import Path
 
 from socialbench import registry
 from socialbench.gateway import nginx
+from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack.servers import (
     ServerCommand,
     find_binary,
@@ -35,6 +42,33 @@ from socialbench.stack.servers import (
 
 STATE_FILE = "state.json"
 CONFIG_FILE = "stack-config.json"
+SECRET_FILE = "jwt-secret"
+
+
+def login_secret(data_dir: Path) -> str:
+    """The login-token secret of the stack in ``data_dir``.
+
+    ``SOCIALBENCH_JWT_SECRET`` when the environment gives one; else the one kept in
+    ``<data dir>/jwt-secret``, made (random, mode 0600) the first time.
+    """
+    given = os.environ.get(JWT_SECRET_ENV, "")
+    if given:
+        return given
+    path = data_dir / SECRET_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)  # in case someone loosened it
+        secret = path.read_text().strip()
+        if secret:
+            return secret
+        path.unlink()
+        return login_secret(data_dir)
+    secret = secrets.token_hex(32)
+    with os.fdopen(fd, "w") as out:
+        out.write(secret + "\n")
+    return secret
 
 
 @dataclass
@@ -149,7 +183,9 @@ def plan(config: StackConfig) -> list[Component]:
                                 host=config.host)
         components.append(Component(jaeger.name, "tracing", jaeger.argv, jaeger.port,
                                     f"{config.jaeger_url}/api/services"))
-    service_env = config.service_env()
+    # Not in config.service_env() (the address book the deployments' tests compare with):
+    # the secret only ever reaches the services' environment.
+    service_env = config.service_env() | {JWT_SECRET_ENV: login_secret(data)}
     for spec in registry.start_order():
         port = config.service_port(spec)
         argv = [sys.executable, "-m", "socialbench.cli", "serve", spec.name,
@@ -265,6 +301,11 @@ class RestartBackoff:
         return delay
 
 
+def _inherited_env() -> dict[str, str]:
+    """The supervisor's environment less the login secret (only services get that)."""
+    return {name: value for name, value in os.environ.items() if name != JWT_SECRET_ENV}
+
+
 class Supervisor:
     """Starts, watches and stops the processes of the stack (runs in its own process)."""
 
@@ -284,7 +325,7 @@ class Supervisor:
         log = open(component.log, "ab")  # noqa: SIM115 - the child owns it from here
         process = subprocess.Popen(
             component.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **component.env}, start_new_session=True,
+            env=_inherited_env() | component.env, start_new_session=True,
         )
         log.close()
         self.processes[component.name] = process

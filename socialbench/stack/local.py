@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from socialbench.stack import launcher
+from socialbench.stack.servers import store_durability
 from socialbench.workloads.driver.config import Target
 from socialbench.workloads.ramp.bundle import StackRecord
 from socialbench.workloads.ramp.engine import SamplerFactory
@@ -76,6 +77,8 @@ class LocalStack:
         if fresh:
             for store_dir in STORE_DIRS:
                 shutil.rmtree(self.data_dir / store_dir, ignore_errors=True)
+            # New stores, new login secret: no token of a deleted user stays valid.
+            (self.data_dir / launcher.SECRET_FILE).unlink(missing_ok=True)
         config.log_dir.mkdir(parents=True, exist_ok=True)
         launcher.plan(config)  # raises ServerNotInstalled here, before anything starts
         config_path = self.data_dir / launcher.CONFIG_FILE
@@ -148,7 +151,17 @@ class LocalStack:
             default_workers=config.default_workers, workers=dict(config.workers),
             nginx_workers=config.nginx_workers, tracing=config.tracing,
             trace_sample_ratio=config.trace_sample_ratio if config.tracing else None,
+            durability=store_durability(self._mongodb_flavour()),
         )
+
+    def _mongodb_flavour(self) -> str | None:
+        """The MongoDB-wire server the running stack started (None: not known)."""
+        state = self.state()
+        components = state.components if state is not None else []
+        mongodb = next((c for c in components if c.name == "mongodb"), None)
+        if mongodb is None or not mongodb.argv:
+            return None
+        return "mongod" if Path(mongodb.argv[0]).name == "mongod" else "ferretdb"
 
     def sampler(self, interval_s: float = 1.0) -> ResourceSampler | None:
         """A sampler of its processes (each with its children); None if it is not running."""

@@ -86,11 +86,18 @@ class ServerCommand:
         return f"{self.host}:{self.port}"
 
 
+# Redis holds the home timelines and nothing else holds them (as in the original), so it
+# keeps an append-only file in its data dir, fsynced once a second: a restart loses at
+# most the last second of writes. No RDB snapshots (the AOF is the one copy).
+REDIS_PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "everysec", "--save", "")
+
+
 def redis_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> ServerCommand:
-    """redis-server, no persistence (a benchmark cache), listening on ``host:port``."""
+    """redis-server on ``host:port``, persisting to an append-only file in ``data_dir``."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
         find_binary("redis-server"), "--bind", host, "--port", str(port),
-        "--save", "", "--appendonly", "no", "--dir", str(data_dir),
+        *REDIS_PERSISTENCE, "--dir", str(data_dir),
         "--protected-mode", "no", "--maxclients", "10000",
     ]
     return ServerCommand("redis", argv, host, port)
@@ -191,6 +198,28 @@ def jaeger_command(
 def mongodb_flavour() -> str:
     """``mongod`` or ``ferretdb``: which server :func:`mongodb_command` will run."""
     return "mongod" if shutil.which("mongod") else "ferretdb"
+
+
+def store_durability(mongodb: str | None = None) -> dict[str, dict[str, str]]:
+    """What each store of the local stack keeps over a restart or a crash, by store.
+
+    ``mongodb`` is the MongoDB-wire server (:func:`mongodb_flavour` when not given).
+    """
+    flavour = mongodb or mongodb_flavour()
+    if flavour == "mongod":
+        documents = {"server": "mongod", "storage": "WiredTiger", "journal": "on",
+                     "note": "mongod defaults: journal committed every 100 ms"}
+    else:
+        documents = {"server": "ferretdb", "handler": "sqlite", "journal_mode": "wal",
+                     "synchronous": "full",
+                     "note": "FerretDB v1's SQLite pragmas (WAL) and SQLite's default "
+                             "synchronous=FULL: each commit is on disk"}
+    return {
+        "redis": {"appendonly": "yes", "appendfsync": "everysec", "rdb_snapshots": "off",
+                  "note": "home timelines; a crash loses at most the last second of writes"},
+        "mongodb": documents,
+        "memcached": {"persistence": "none", "note": "a cache: empty after every restart"},
+    }
 
 
 class ServerProcess:

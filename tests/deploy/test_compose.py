@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -28,22 +29,68 @@ def env_file() -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
 
 
-def test_docker_compose_accepts_the_file() -> None:
+SECRET = "s" * 64
+
+
+def docker_compose() -> str:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("docker-compose is not installed (scripts/setup.sh installs Debian's)")
-    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config", "-q"],
+    return binary
+
+
+def compose_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != stack.SECRET_ENV}
+    return {**env, **extra}
+
+
+def test_docker_compose_accepts_the_file() -> None:
+    binary = docker_compose()
+    env = compose_env(**{stack.SECRET_ENV: SECRET})
+    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config", "-q"], env=env,
                          capture_output=True, text=True, check=False, timeout=60)
     assert out.returncode == 0, out.stderr
     # The resolved file: the environment file is read, variables get their defaults.
-    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config"],
+    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config"], env=env,
                          capture_output=True, text=True, check=True, timeout=60)
     resolved = yaml.safe_load(out.stdout)["services"]
     post_storage = registry.get("post-storage")
     env = resolved["compose-post"]["environment"]
     assert env[post_storage.url_env] == stack.service_url(post_storage)
+    assert env[stack.SECRET_ENV] == SECRET
     assert resolved["compose-post"]["image"] == "socialbench:dev"
     assert resolved["compose-post"]["command"][-1] == "1"
+
+
+def test_compose_refuses_to_start_without_a_login_secret() -> None:
+    out = subprocess.run([docker_compose(), "-f", str(COMPOSE_FILE), "config", "-q"],
+                         env=compose_env(), capture_output=True, text=True, check=False,
+                         timeout=60)
+    assert out.returncode != 0
+    assert f"set {stack.SECRET_ENV} to a random secret" in out.stderr
+    assert "docs/deploy.md" in out.stderr
+
+
+def test_every_service_gets_the_login_secret_and_no_default(services: dict[str, Any]) -> None:
+    for spec in registry.SERVICES:
+        value = services[spec.name]["environment"][stack.SECRET_ENV]
+        assert value == compose.SECRET_VALUE
+        assert value.startswith(f"${{{stack.SECRET_ENV}:?"), spec.name
+    # Clients of the front end need none.
+    for name in ("seed", "driver"):
+        assert stack.SECRET_ENV not in yaml.safe_dump(services[name])
+    assert stack.SECRET_ENV not in env_file()
+
+
+def test_redis_keeps_an_append_only_file_on_a_volume(services: dict[str, Any]) -> None:
+    redis = services["redis"]
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
+    assert command[command.index("--dir") + 1] == "/data"
+    assert redis["volumes"] == ["redis-data:/data"]
+    compose_volumes = yaml.safe_load(COMPOSE_FILE.read_text())["volumes"]
+    assert "redis-data" in compose_volumes
 
 
 def test_every_service_runs_from_the_image_on_its_registry_port(services: dict[str, Any]) -> None:
@@ -72,6 +119,7 @@ def test_tracing_is_off_unless_the_caller_sets_an_endpoint(services: dict[str, A
         assert environment == {
             "SOCIALBENCH_TRACING_ENDPOINT": "${SOCIALBENCH_TRACING_ENDPOINT:-}",
             "SOCIALBENCH_TRACING_SAMPLE_RATIO": "${SOCIALBENCH_TRACING_SAMPLE_RATIO:-0.01}",
+            stack.SECRET_ENV: compose.SECRET_VALUE,
         }
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
 

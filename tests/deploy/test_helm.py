@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 from collections.abc import Callable
@@ -36,7 +37,21 @@ def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
-    return {item["name"]: item["value"] for item in container.get("env", [])}
+    """The container's plain variables (not those from a Secret)."""
+    return {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
+
+
+def secret_refs(container: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The container's variables from a Secret: name -> its secretKeyRef."""
+    return {item["name"]: item["valueFrom"]["secretKeyRef"] for item in container.get("env", [])
+            if "valueFrom" in item}
+
+
+def template(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm, "template", "sn", str(stack.CHART_DIR), "--kube-version", "1.30.0", *args],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
 
 
 def test_helm_lint_passes(helm: str) -> None:
@@ -272,3 +287,65 @@ def test_every_socialbench_container_runs_a_command_of_the_cli(render: Render,
     assert {"serve", "seed", "probe"} <= seen
     if extra:
         assert "loadjob" in seen
+
+
+def test_every_service_gets_the_login_secret_from_the_charts_secret(render: Render) -> None:
+    manifests = render()
+    [secret] = by_kind(manifests, "Secret").values()
+    assert secret["metadata"]["name"] == "sn-login-secret"
+    value = base64.b64decode(secret["data"]["jwt-secret"]).decode()
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", value)
+    assert value != "socialbench-login-token-secret-change-me"
+    for deployment in by_kind(manifests, "Deployment").values():
+        for container in pod_spec(deployment)["containers"]:
+            refs = secret_refs(container)
+            if container.get("args", [""])[0] == "serve":
+                assert refs == {stack.SECRET_ENV: {"name": "sn-login-secret",
+                                                   "key": "jwt-secret"}}
+            else:
+                assert stack.SECRET_ENV not in refs
+
+
+def test_each_install_gets_its_own_random_secret_and_upgrades_keep_it(helm: str) -> None:
+    values = []
+    for _ in range(2):
+        out = template(helm, "--show-only", "templates/secret.yaml")
+        assert out.returncode == 0, out.stderr
+        values.append(yaml.safe_load(out.stdout)["data"]["jwt-secret"])
+    assert values[0] != values[1]
+    # An upgrade reads the release's Secret back instead of making a new one.
+    text = (stack.CHART_DIR / "templates" / "secret.yaml").read_text()
+    assert 'lookup "v1" "Secret" .Release.Namespace $name' in text
+
+
+def test_a_given_or_existing_login_secret_is_used(helm: str) -> None:
+    given = "g" * 40
+    out = template(helm, "--set", f"loginSecret.value={given}")
+    assert out.returncode == 0, out.stderr
+    [secret] = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "Secret"]
+    assert base64.b64decode(secret["data"]["jwt-secret"]).decode() == given
+    short = template(helm, "--set", "loginSecret.value=short")
+    assert short.returncode != 0 and "32 characters or more" in short.stderr
+    mine = template(helm, "--set", "loginSecret.existingSecret=mine",
+                    "--set", "loginSecret.existingSecretKey=token-key")
+    assert mine.returncode == 0, mine.stderr
+    manifests = [d for d in yaml.safe_load_all(mine.stdout) if d]
+    assert not by_kind(manifests, "Secret")
+    container = pod_spec(by_kind(manifests, "Deployment")["user"])["containers"][0]
+    assert secret_refs(container)[stack.SECRET_ENV] == {"name": "mine", "key": "token-key"}
+
+
+def test_redis_keeps_an_append_only_file_in_data(render: Render) -> None:
+    redis = by_kind(render(), "StatefulSet")["redis"]
+    container = pod_spec(redis)["containers"][0]
+    args = container["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"
+    assert args[args.index("--appendfsync") + 1] == "everysec"
+    assert args[args.index("--dir") + 1] == "/data"
+    assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+    assert pod_spec(redis)["volumes"] == [{"name": "data", "emptyDir": {}}]
+    claimed = by_kind(render("--set", "stores.redis.persistence.enabled=true"),
+                      "StatefulSet")["redis"]
+    [claim] = claimed["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert "volumes" not in pod_spec(claimed)

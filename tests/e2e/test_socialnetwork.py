@@ -168,6 +168,10 @@ def test_web_register_redirects_to_login(client: httpx.Client) -> None:
 
 def test_media_upload_and_fetch(client: httpx.Client) -> None:
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    user_id, name = new_user(client)  # uploads need a login, as from the main page
+    login = client.post("/api/user/login", headers=FORM,
+                        content=f"username={name}&password=password_{user_id}")
+    assert login.status_code in (302, 303)
     response = client.post("/upload-media", files={"media": ("cat.png", png, "image/png")})
     assert response.status_code == 200, response.text
     media = response.json()

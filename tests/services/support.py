@@ -83,3 +83,39 @@ def point_at(monkeypatch: pytest.MonkeyPatch, service: str, base_url: str) -> No
     """Make services created from now on call ``service`` at ``base_url``."""
     monkeypatch.setenv(registry.get(service).url_env, base_url)
     get_settings.cache_clear()
+
+
+class Connection:
+    """One HTTP/1.1 keep-alive connection, requests sent one after another."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def request(
+        self, method: str, path: str, body: bytes = b"",
+        content_type: str = "application/x-www-form-urlencoded",
+    ) -> tuple[int, dict[str, str], bytes]:
+        head = (f"{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n")
+        self.writer.write(head.encode() + body)
+        await self.writer.drain()
+        status_line = await asyncio.wait_for(self.reader.readline(), timeout=10)
+        assert status_line, "the server closed the connection"
+        headers: dict[str, str] = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            headers[name.strip().lower()] = value.strip()
+        data = await self.reader.readexactly(int(headers["content-length"]))
+        return int(status_line.split()[1]), headers, data
+
+
+@asynccontextmanager
+async def connection_to(app: FastAPI) -> AsyncIterator[Connection]:
+    """``app`` started and served by uvicorn; one connection to it."""
+    async with app.router.lifespan_context(app), serve_fake(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            yield Connection(reader, writer)
+        finally:
+            writer.close()

@@ -173,3 +173,40 @@ async def test_home_timelines_can_share_a_redis_with_user_timelines(
     user = new_id()
     await home(app).redis.zadd(str(user), {str(new_id()): 1})  # user-timeline's key for user
     assert await read(client, user) == []
+
+
+async def remove(
+    client: AsyncClient, author: int, post_id: int, mentions: tuple[int, ...] = ()
+) -> None:
+    response = await client.post("/remove_home_timeline", json={
+        "user_id": author, "post_id": post_id, "user_mentions_id": list(mentions)})
+    assert (response.status_code, response.json()) == (200, {}), response.text
+
+
+async def test_a_removed_post_leaves_the_home_timelines_it_was_fanned_out_to(
+    app: FastAPI, fakes: FakeNeighbours, client: AsyncClient
+) -> None:
+    author, follower, mentioned = new_id(), new_id(), new_id()
+    fakes.followers[author] = [follower]
+    kept, removed = new_id(), new_id()
+    await write(client, author, kept, 1_700_000_000_000, mentions=(mentioned,))
+    await write(client, author, removed, 1_700_000_000_001, mentions=(mentioned,))
+    for reader in (follower, mentioned):
+        assert await read(client, reader) == [removed, kept]
+
+    await remove(client, author, removed, mentions=(mentioned,))
+    for reader in (follower, mentioned):
+        assert await read(client, reader) == [kept]
+        assert await home(app).redis.zscore(timeline_key(reader), str(removed)) is None
+
+
+async def test_removing_is_idempotent(fakes: FakeNeighbours, client: AsyncClient) -> None:
+    author, follower = new_id(), new_id()
+    fakes.followers[author] = [follower]
+    post_id = new_id()
+    await write(client, author, post_id, 1_700_000_000_000)
+    await remove(client, author, post_id)
+    await remove(client, author, post_id)
+    await remove(client, author, new_id(), mentions=(new_id(),))
+    await remove(client, new_id(), new_id())  # nobody to reach
+    assert await read(client, follower) == []

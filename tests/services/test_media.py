@@ -1,20 +1,40 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator
 
+import jwt
 import pytest
 from httpx import AsyncClient
 from socialbench.services.media import CHUNK_BYTES, create_app
 
+from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
 from tests.services.support import app_client, mongo_client
 
+PNG = b"\x89PNG\r\n\x1a\n"
+JPEG = b"\xff\xd8\xff\xe0"
+MP4 = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
+WEBM = b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01"
+
+
+def log_in(client: AsyncClient) -> AsyncClient:
+    """``client`` with a login cookie of this process's secret."""
+    client.cookies.set(COOKIE_NAME, issue_token(get_settings(), 42, "username_42"))
+    return client
+
 
 @pytest.fixture
-async def client(store_env: dict[str, str]) -> AsyncIterator[AsyncClient]:
+async def anonymous(store_env: dict[str, str]) -> AsyncIterator[AsyncClient]:
     async with app_client(create_app()) as http:
         yield http
+
+
+@pytest.fixture
+async def client(anonymous: AsyncClient) -> AsyncClient:
+    """A logged-in client (uploads need a login)."""
+    return log_in(anonymous)
 
 
 async def stored_count(store_env: dict[str, str]) -> int:
@@ -50,7 +70,7 @@ async def test_compose_media_rejects_a_malformed_body(client: AsyncClient, body:
 
 @pytest.mark.parametrize(("field", "size"), [("media", 1000), ("file", 2 * CHUNK_BYTES + 17)])
 async def test_an_upload_can_be_fetched_back(client: AsyncClient, field: str, size: int) -> None:
-    data = os.urandom(size)
+    data = PNG + os.urandom(size - len(PNG))
     upload = await client.post("/upload-media", files={field: ("cat.PNG", data, "image/png")})
     assert upload.status_code == 200, upload.text
     answer = upload.json()
@@ -70,7 +90,8 @@ async def test_the_type_comes_from_the_content_type_without_an_extension(
 
 
 async def test_get_media_of_an_absent_file_is_404(client: AsyncClient) -> None:
-    upload = await client.post("/upload-media", files={"media": ("a.jpg", b"jpeg!", "image/jpeg")})
+    upload = await client.post("/upload-media",
+                               files={"media": ("a.jpg", JPEG + b"jpeg!", "image/jpeg")})
     media_id = upload.json()["media_id"]
     for filename in ("1.png", f"{media_id}.png", media_id, "nothing"):
         response = await client.get("/get-media", params={"filename": filename})
@@ -83,7 +104,6 @@ async def test_get_media_of_an_absent_file_is_404(client: AsyncClient) -> None:
 @pytest.mark.parametrize(("files", "data"), [
     ({"other": ("a.png", b"x", "image/png")}, None),  # no media/file field
     ({"media": ("a.png", b"", "image/png")}, None),  # empty file
-    ({"media": ("a", b"x", "application/octet-stream")}, None),  # no type to tell
     (None, {"media": "not a file"}),  # a form without a file part
 ])
 async def test_a_bad_upload_is_400_and_stores_nothing(
@@ -104,8 +124,10 @@ async def test_an_upload_over_the_limit_is_413_and_stores_nothing(
     get_settings.cache_clear()
     before = await stored_count(store_env)
     async with app_client(create_app()) as client:
-        at_limit = await client.post("/upload-media", files={"media": ("a.png", b"x" * 1000)})
-        over = await client.post("/upload-media", files={"media": ("a.png", b"x" * size)})
+        log_in(client)
+        at_limit = await client.post("/upload-media",
+                                     files={"media": ("a.png", PNG + b"x" * (1000 - len(PNG)))})
+        over = await client.post("/upload-media", files={"media": ("a.png", PNG + b"x" * size)})
     assert at_limit.status_code == 200
     assert over.status_code == 413
     assert over.text.startswith("Upload media failure: ")
@@ -126,7 +148,7 @@ async def test_a_streamed_upload_is_cut_off_at_the_limit(
 
     before = await stored_count(store_env)
     async with app_client(create_app()) as client:
-        response = await client.post(
+        response = await log_in(client).post(
             "/upload-media", content=chunked_body(),
             headers={"Content-Type": "multipart/form-data; boundary=b"},
         )
@@ -149,3 +171,58 @@ async def test_a_file_whose_chunks_are_not_all_stored_is_not_served(
     finally:
         await mongo["media"]["media"].delete_many({"media_id": "7"})
         await mongo.close()
+
+
+async def test_an_upload_needs_a_login(
+    anonymous: AsyncClient, store_env: dict[str, str]
+) -> None:
+    before = await stored_count(store_env)
+    files = {"media": ("cat.png", PNG + b"x", "image/png")}
+    response = await anonymous.post("/upload-media", files=files)
+    assert response.status_code == 401
+    assert response.text.startswith("Upload media failure: ")
+    # A token signed with the secret that used to be the public default is no login.
+    old_default = "socialbench-login-token-secret-change-me"
+    payload = {"user_id": "42", "username": "username_42",
+               "timestamp": str(int(time.time())), "ttl": "3600"}
+    anonymous.cookies.set(COOKIE_NAME, jwt.encode(payload, old_default, algorithm="HS256"))
+    forged = await anonymous.post("/upload-media", files=files)
+    assert forged.status_code == 401
+    assert await stored_count(store_env) == before
+
+
+@pytest.mark.parametrize("part", [
+    ("page.html", b"<html><script>alert(1)</script>", "text/html"),
+    ("a.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script/></svg>', "image/svg+xml"),
+    ("a", b"x", "application/octet-stream"),
+    ("a.png", b"MZ\x90\x00 a program", "image/png"),  # the bytes are no image
+    ("a.png", JPEG + b"...", "image/png"),  # a JPEG declared a PNG
+    ("a.png", PNG + b"...", "text/plain"),  # a PNG declared text
+    ("clip.mp4", MP4, "image/png"),
+])
+async def test_an_upload_that_is_not_an_image_or_a_video_is_415(
+    client: AsyncClient, store_env: dict[str, str], part: tuple[str, bytes, str]
+) -> None:
+    before = await stored_count(store_env)
+    response = await client.post("/upload-media", files={"media": part})
+    assert response.status_code == 415, response.text
+    assert response.text.startswith("Upload media failure: ")
+    assert await stored_count(store_env) == before
+
+
+@pytest.mark.parametrize(("part", "media_type", "content_type"), [
+    (("clip.mp4", MP4 + b"video", "video/mp4"), "mp4", "video/mp4"),
+    (("clip", WEBM + b"video", "video/webm"), "webm", "video/webm"),
+    (("cat.JPEG", JPEG + b"img", "image/jpeg"), "jpeg", "image/jpeg"),
+    (("cat.png", JPEG + b"img", "image/jpeg"), "jpg", "image/jpeg"),  # the bytes decide
+])
+async def test_videos_and_images_keep_their_type(
+    client: AsyncClient, part: tuple[str, bytes, str], media_type: str, content_type: str
+) -> None:
+    upload = await client.post("/upload-media", files={"media": part})
+    assert upload.status_code == 200, upload.text
+    assert upload.json()["media_type"] == media_type
+    filename = f"{upload.json()['media_id']}.{media_type}"
+    fetched = await client.get("/get-media", params={"filename": filename})
+    assert fetched.headers["content-type"] == content_type
+    assert fetched.content == part[1]

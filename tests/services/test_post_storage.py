@@ -129,3 +129,33 @@ async def test_a_malformed_post_is_400_and_not_stored(
     response = await client.post("/store_post", json={"post": post})
     assert response.status_code == 400, response.text
     assert await storage(app).posts.count_documents({"text": post["text"]}) == 0
+
+
+async def test_a_deleted_post_is_gone_from_mongodb_and_memcached(
+    app: FastAPI, client: AsyncClient
+) -> None:
+    post, kept = new_post(), new_post()
+    for stored in (post, kept):
+        await store(client, stored)
+    post_id = int(post["post_id"])
+    assert await read_posts(client, [post_id]) == [post]  # cached
+    assert await storage(app).cache.get(post["post_id"].encode()) is not None
+
+    response = await client.post("/delete_post", json={"post_id": post_id})
+    assert (response.status_code, response.json()) == (200, {})
+    assert (await client.post("/read_post", json={"post_id": post_id})).status_code == 404
+    assert await read_posts(client, [post_id, int(kept["post_id"])]) == [kept]
+    assert await storage(app).cache.get(post["post_id"].encode()) is None
+    assert await storage(app).posts.count_documents({"post_id": post_id}) == 0
+
+
+async def test_deleting_is_idempotent(app: FastAPI, client: AsyncClient) -> None:
+    post = new_post()
+    await store(client, post)
+    await storage(app).cache.delete(post["post_id"].encode())  # in MongoDB only
+    for post_id in (int(post["post_id"]), int(post["post_id"]), random.randrange(1, 1 << 62)):
+        response = await client.post("/delete_post", json={"post_id": post_id})
+        assert response.status_code == 200, response.text
+    assert await read_posts(client, [int(post["post_id"])]) == []
+    await store(client, post)  # the id can be stored again
+    assert await read_posts(client, [int(post["post_id"])]) == [post]

@@ -14,7 +14,7 @@ from socialbench.services.social_graph import ALL_LOADED, LOADED, SocialGraphSer
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
-from tests.services.support import app_client, serve_neighbours
+from tests.services.support import app_client, connection_to, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -280,3 +280,62 @@ async def test_api_routes_take_the_user_from_the_login_cookie(
 
     client.cookies.clear()
     assert (await client.get("/api/user/get_follower")).status_code == 401
+
+
+# Bad ids (issue 11): refused at the edge with a 400, nothing stored, the connection kept.
+
+BAD_IDS = ("99999999999999999999999", "9223372036854775808", "-1", "+5", " 5", "1_0",
+           "\u0667", "5\u0660")
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+async def test_a_follow_with_a_bad_id_is_a_400_and_stores_nothing(
+    app: FastAPI, user: FakeUser, client: AsyncClient, bad: str
+) -> None:
+    a, b = new_id(), new_id()
+    for body in (f"user_id={a}&followee_id={bad}", f"user_id={bad}&followee_id={b}"):
+        response = await client.post("/wrk2-api/user/follow", content=body.encode(),
+                                     headers=FORM)
+        assert response.status_code == 400, response.text
+        assert response.text.startswith("Follow Failed: ")
+        assert "must be an integer in [0, 9223372036854775807]" in response.text
+    client.cookies.set(COOKIE_NAME, issue_token(get_settings(), a, f"username_{a}"))
+    response = await client.post("/api/user/follow", content=f"followee_id={bad}".encode(),
+                                 headers=FORM)
+    assert response.status_code == 400, response.text
+    assert await graph(app).edges.count_documents({"follower_id": a}) == 0
+    assert await graph(app).edges.count_documents({"followee_id": b}) == 0
+    assert await graph(app).redis.exists(f"{a}:followees", f"{b}:followers") == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 2**63, 99999999999999999999999, "5", 5.0, True])
+async def test_the_json_follow_refuses_a_bad_id_and_stores_nothing(
+    app: FastAPI, client: AsyncClient, bad: object
+) -> None:
+    a = new_id()
+    response = await client.post("/follow", json={"user_id": a, "followee_id": bad})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "InvalidArgument"
+    assert response.json()["message"].startswith("followee_id: ")
+    assert await graph(app).edges.count_documents({"follower_id": a}) == 0
+
+
+async def test_ids_zero_and_the_largest_are_valid(app: FastAPI, client: AsyncClient) -> None:
+    await call(client, "follow", user_id=0, followee_id=2**63 - 1)
+    assert await followers(client, 2**63 - 1) == [0]
+    await call(client, "unfollow", user_id=0, followee_id=2**63 - 1)
+
+
+async def test_a_bad_follow_then_a_good_one_on_one_keep_alive_connection(
+    store_env: dict[str, str], user: FakeUser
+) -> None:
+    app = create_app()
+    a, b = new_id(), new_id()
+    async with connection_to(app) as conn:
+        status, _, body = await conn.request(
+            "POST", "/wrk2-api/user/follow", b"user_id=99999999999999999999999&followee_id=1")
+        assert status == 400, body
+        status, _, body = await conn.request(
+            "POST", "/wrk2-api/user/follow", f"user_id={a}&followee_id={b}".encode())
+        assert (status, body) == (200, b"Success!\n")
+        assert await graph(app).edges.count_documents({"follower_id": a}) == 1

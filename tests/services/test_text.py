@@ -137,3 +137,23 @@ async def test_an_unreachable_neighbour_is_503(
     assert response.status_code == 503
     assert response.json()["error"] == "NeighbourUnavailable"
     assert stats["errors"] == {"NeighbourUnavailable": 1}
+
+
+async def test_more_urls_or_mentions_than_the_cap_are_a_413_and_no_url_is_stored(
+    fakes: FakeNeighbours,
+) -> None:
+    from socialbench.runtime.models import MAX_ITEMS, MAX_TEXT_BYTES
+
+    many = MAX_ITEMS + 1
+    async with app_client(create_app()) as client:
+        for text in (" ".join(f"http://x.org/{n} http://u{n}.org" for n in range(many)),
+                     " ".join(f"@user{n}" for n in range(many))):
+            response = await client.post("/compose_text", json={"text": text})
+            assert response.status_code == 413, response.text
+            assert response.json()["error"] == "PayloadTooLarge"
+        response = await client.post("/compose_text", json={"text": "x" * (MAX_TEXT_BYTES + 1)})
+        assert response.status_code == 413
+        assert fakes.calls == []  # url-shorten stores the urls it is sent: none was
+        # A repeated mention counts once.
+        response = await client.post("/compose_text", json={"text": "@alice " * many})
+        assert response.status_code == 200, response.text

@@ -227,6 +227,25 @@ async def test_sign_up_makes_an_id_then_login_sets_the_cookie(user: Harness) -> 
     assert (incomplete.status_code, incomplete.text) == (400, "Incomplete arguments\n")
 
 
+async def test_the_login_cookie_is_secure_only_over_tls(user: Harness) -> None:
+    fields = new_user()
+    await user.client.post("/register_user", json=fields)
+    credentials = {"username": fields["username"], "password": fields["password"]}
+    plain = await user.client.post("/api/user/login", data=credentials)
+    assert plain.status_code == 302
+    assert "secure" not in plain.headers["set-cookie"].lower()
+    # nginx behind a TLS-terminating proxy passes its X-Forwarded-Proto on.
+    for forwarded in ("https", "HTTPS", "https, http"):
+        tls = await user.client.post("/api/user/login", data=credentials,
+                                     headers={"X-Forwarded-Proto": forwarded})
+        assert tls.status_code == 302
+        attributes = [a.strip().lower() for a in tls.headers["set-cookie"].split(";")]
+        assert "secure" in attributes and "httponly" in attributes, forwarded
+    over_http = await user.client.post("/api/user/login", data=credentials,
+                                       headers={"X-Forwarded-Proto": "http"})
+    assert "secure" not in over_http.headers["set-cookie"].lower()
+
+
 async def test_sign_up_with_a_taken_username_is_409(user: Harness) -> None:
     fields = new_user()
     await user.client.post("/register_user", json=fields)

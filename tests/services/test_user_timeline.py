@@ -237,3 +237,36 @@ async def test_api_read_is_the_logged_in_users_unless_a_user_id_is_given(
     assert [int(post["post_id"]) for post in response.json()] == mine
     response = await client.get(f"/api/user-timeline/read?start=0&stop=10&user_id={other}")
     assert [int(post["post_id"]) for post in response.json()] == theirs
+
+
+async def test_a_removed_entry_is_gone_from_mongodb_and_redis(
+    app: FastAPI, client: AsyncClient
+) -> None:
+    user = new_id()
+    newest_first = await write_posts(client, user, 3)
+    removed = newest_first[1]
+    assert await read(client, user, 0, 10) == newest_first  # in Redis
+    logic = timeline(app)
+
+    response = await client.post(
+        "/remove_user_timeline", json={"user_id": user, "post_id": removed}
+    )
+    assert (response.status_code, response.json()) == (200, {})
+    rest = [newest_first[0], newest_first[2]]
+    assert await read(client, user, 0, 10) == rest
+    assert await logic.redis.zscore(str(user), str(removed)) is None
+    assert await logic.entries.count_documents({"user_id": user, "post_id": removed}) == 0
+    await logic.redis.delete(str(user))  # a refill from MongoDB does not bring it back
+    assert await read(client, user, 0, 10) == rest
+
+
+async def test_removing_is_idempotent(client: AsyncClient) -> None:
+    user = new_id()
+    newest_first = await write_posts(client, user, 2)
+    for user_id, post_id in ((user, newest_first[0]), (user, newest_first[0]), (user, new_id()),
+                             (new_id(), new_id())):
+        response = await client.post(
+            "/remove_user_timeline", json={"user_id": user_id, "post_id": post_id}
+        )
+        assert response.status_code == 200, response.text
+    assert await read(client, user, 0, 10) == newest_first[1:]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from socialbench import registry
+from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
+from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import find_binary, go_bin_dirs, mongodb_flavour
 from tests.support import socialbench
 
@@ -74,3 +79,80 @@ def test_restart_backoff_doubles_and_resets_after_a_healthy_run() -> None:
     assert backoff.delay(now + 60) == 1
     backoff.started(now + 61)
     assert backoff.delay(now + 62) == 2  # and doubling again on a quick death
+
+
+def test_services_share_a_secret_made_once_per_data_dir_and_kept_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(JWT_SECRET_ENV, raising=False)
+    config = StackConfig(data_dir=tmp_path)
+    components = launcher.plan(config)
+    secret_file = tmp_path / launcher.SECRET_FILE
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    secret = secret_file.read_text().strip()
+    assert len(secret) >= 32
+    services = [c for c in components if c.kind == "service"]
+    assert services and all(c.env[JWT_SECRET_ENV] == secret for c in services)
+    # Only the services get it: not the stores, not nginx.
+    assert not any(JWT_SECRET_ENV in c.env for c in components if c.kind != "service")
+    # A second plan (a restart) keeps it, so sessions stay valid.
+    again = launcher.plan(config)
+    assert {c.env[JWT_SECRET_ENV] for c in again if c.kind == "service"} == {secret}
+    # Never in the state file or the configuration file.
+    launcher.StackState("ready", "", os.getpid(), config.url, components).write(tmp_path)
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+    for name in (launcher.STATE_FILE, launcher.CONFIG_FILE):
+        assert secret not in (tmp_path / name).read_text(), name
+
+
+def test_a_secret_in_the_environment_of_up_takes_the_files_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = "g" * 40
+    monkeypatch.setenv(JWT_SECRET_ENV, given)
+    components = launcher.plan(StackConfig(data_dir=tmp_path))
+    assert {c.env[JWT_SECRET_ENV] for c in components if c.kind == "service"} == {given}
+    assert not (tmp_path / launcher.SECRET_FILE).exists()
+    assert JWT_SECRET_ENV not in launcher._inherited_env()
+
+
+def test_a_loosened_secret_file_is_made_private_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(JWT_SECRET_ENV, raising=False)
+    first = launcher.login_secret(tmp_path)
+    (tmp_path / launcher.SECRET_FILE).chmod(0o644)
+    assert launcher.login_secret(tmp_path) == first
+    assert stat.S_IMODE((tmp_path / launcher.SECRET_FILE).stat().st_mode) == 0o600
+
+
+def test_redis_keeps_an_append_only_file_in_its_data_dir(tmp_path: Path) -> None:
+    components = launcher.plan(StackConfig(data_dir=tmp_path))
+    [redis] = [c for c in components if c.name == "redis"]
+    argv = redis.argv
+    assert argv[argv.index("--appendonly") + 1] == "yes"
+    assert argv[argv.index("--appendfsync") + 1] == "everysec"
+    assert argv[argv.index("--dir") + 1] == str(tmp_path.resolve() / "redis")
+
+
+def test_the_stack_record_says_what_each_store_keeps(tmp_path: Path) -> None:
+    stack = LocalStack(tmp_path)
+    record = stack.record(stack.config.url)
+    assert record is not None
+    assert record.durability["redis"]["appendonly"] == "yes"
+    assert record.durability["redis"]["appendfsync"] == "everysec"
+    assert record.durability["memcached"]["persistence"] == "none"
+    assert record.durability["mongodb"]["server"] == mongodb_flavour()
+    if mongodb_flavour() == "ferretdb":
+        assert record.durability["mongodb"]["journal_mode"] == "wal"
+
+
+def test_serve_refuses_to_start_without_a_secret() -> None:
+    env = {k: v for k, v in os.environ.items() if k != JWT_SECRET_ENV}
+    for secret in (None, "short", "socialbench-login-token-secret-change-me"):
+        run_env = env if secret is None else {**env, JWT_SECRET_ENV: secret}
+        result = subprocess.run([sys.executable, "-m", "socialbench.cli", "serve", "user",
+                                 "--port", "1"], capture_output=True, text=True,
+                                env=run_env, timeout=60, check=False)
+        assert result.returncode == 2, (secret, result.stderr)
+        assert JWT_SECRET_ENV in result.stderr, secret

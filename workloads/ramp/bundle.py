@@ -28,6 +28,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader, HistogramLogWriter
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
 from socialbench.workloads.ramp.engine import (
@@ -79,6 +80,10 @@ class StackRecord(Strict):
     tracing: bool = Field(description="Services sent spans to Jaeger during the run.")
     trace_sample_ratio: float | None = Field(
         description="Share of front-end requests traced, when tracing.")
+    durability: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="What each store keeps over a restart, by store: Redis appendonly and "
+                    "appendfsync, the MongoDB-wire server's journal settings, memcached none.")
 
 
 class Manifest(Strict):
@@ -220,6 +225,10 @@ class Summary(Strict):
     saturated_steps: int
     energy_note: str
     resources_note: str
+    check: CheckResult | None = Field(
+        default=None, description="The stores checked after the run (socialbench check): "
+                                  "posts stored and complete, timelines exactly right; None "
+                                  "when not checked (not the local stack, or interrupted).")
 
 
 def _ms(stats: LatencyStats, keys: tuple[str, ...] = LATENCY_KEYS) -> dict[str, float]:
@@ -498,13 +507,15 @@ class BundleWriter(RampObserver):
         _write_csv(self.directory / RESOURCES_CSV, RESOURCE_COLUMNS,
                    _resource_rows(self.records))
 
-    def finish(self, outcome: RampOutcome) -> Summary:
-        """Write summary.json (and empty step files when no step ran)."""
+    def finish(self, outcome: RampOutcome, check: CheckResult | None = None) -> Summary:
+        """Write summary.json (and empty step files when no step ran), with ``check``."""
         if not self.records:
             _write_json(self.directory / STEPS_JSON, self.records)
             _write_csv(self.directory / STEPS_CSV, CSV_COLUMNS, [])
             _write_csv(self.directory / RESOURCES_CSV, RESOURCE_COLUMNS, [])
         summary = summarize(self.manifest.label, self.manifest.config, outcome, self.records)
+        if check is not None:
+            summary = summary.model_copy(update={"check": check})
         _write_json(self.directory / SUMMARY, summary)
         return summary
 
@@ -561,3 +572,18 @@ def read_bundle(directory: Path) -> Bundle:
     except ValueError as exc:
         raise BundleError(f"{directory}: {exc}") from None
     return Bundle(directory=directory, manifest=manifest, steps=steps, summary=summary)
+
+
+def write_interval_log(path: Path, histogram: HdrHistogram, comment: str,
+                       started_at: datetime, start_s: float, end_s: float) -> None:
+    """Any latency histogram (µs) as a one-interval HdrHistogram log, as the steps' logs."""
+    with path.open("w") as file:
+        writer = HistogramLogWriter(file)
+        writer.output_comment(f"[socialbench {__version__}: {comment}]")
+        writer.output_log_format_version()
+        file.write(f"#[StartTime: {started_at.timestamp():.3f} (seconds since epoch), "
+                   f"{started_at.isoformat()}]\n")
+        writer.output_legend()
+        writer.output_interval_histogram(histogram, start_time_stamp_sec=start_s,
+                                         end_time_stamp_sec=end_s,
+                                         max_value_unit_ratio=float(US_PER_MS))

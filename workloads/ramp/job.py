@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
     BundleWriter,
@@ -55,6 +57,8 @@ class RampJob:
     power_cmd: str | None = None
     reset: ResetHook | None = None
     quiet: bool = False
+    # Run after the ramp (not when interrupted): the stores checked, into summary.json.
+    check: Callable[[], CheckResult] | None = None
 
 
 @dataclass
@@ -63,6 +67,16 @@ class RampReport:
     report: Path
     outcome: RampOutcome
     summary: Summary
+
+
+def run_check(job: RampJob, outcome: RampOutcome) -> CheckResult | None:
+    """The job's check of the stores after a finished ramp; a check that raised, failed."""
+    if job.check is None or outcome.interrupted:
+        return None
+    try:
+        return job.check()
+    except Exception as exc:  # the bundle is written whatever the check did
+        return CheckResult.unreadable(f"{type(exc).__name__}: {exc}", scope="every user")
 
 
 def execute(job: RampJob, console: Console) -> RampReport:
@@ -104,6 +118,6 @@ def execute(job: RampJob, console: Console) -> RampReport:
     ramp.observers = [view, writer]
     with view:
         outcome = ramp.run()
-    summary = writer.finish(outcome)
+    summary = writer.finish(outcome, check=run_check(job, outcome))
     report = build_report(directory)
     return RampReport(directory, report, outcome, summary)

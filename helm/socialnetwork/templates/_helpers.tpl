@@ -40,7 +40,20 @@ app.kubernetes.io/name: {{ .name }}
 {{- end -}}
 {{- end }}
 
-{{/* The environment every service gets: stores and neighbours (the local launcher's names). */}}
+{{/* The Secret holding the login-token secret: the chart's own, or loginSecret.existingSecret. */}}
+{{- define "socialnetwork.loginSecretName" -}}
+{{- .Values.loginSecret.existingSecret | default (printf "%s-login-secret" .Release.Name) -}}
+{{- end }}
+
+{{- define "socialnetwork.loginSecretKey" -}}
+{{- if .Values.loginSecret.existingSecret -}}
+{{- .Values.loginSecret.existingSecretKey | default "jwt-secret" -}}
+{{- else -}}
+jwt-secret
+{{- end -}}
+{{- end }}
+
+{{/* The environment every service gets: stores, neighbours (the local launcher's names) and the login secret. */}}
 {{- define "socialnetwork.serviceEnv" -}}
 {{- $root := . -}}
 {{- $registry := include "socialnetwork.registry" . | fromYaml -}}
@@ -52,6 +65,11 @@ app.kubernetes.io/name: {{ .name }}
 - name: {{ .urlEnv }}
   value: {{ printf "http://%s:%d" .name (int .port) | quote }}
 {{- end }}
+- name: {{ $registry.secretEnv }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "socialnetwork.loginSecretName" . }}
+      key: {{ include "socialnetwork.loginSecretKey" . }}
 {{- with .Values.tracing }}
 {{- if .endpoint }}
 - name: SOCIALBENCH_TRACING_ENDPOINT
