@@ -27,9 +27,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult, run_load
-
 from socialbench.stack.servers import ServerCommand, ServerProcess, find_binary, free_port
+from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult, run_load
 
 NGINX_CONF = """
 daemon off;

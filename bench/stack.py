@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.core import load_workload
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
-
-from socialbench.stack.local import LocalStack
 
 WORKLOADS = ("read-home-timeline", "read-user-timeline", "compose-post")
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 import typer.main
-from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
-from socialbench.workloads.driver.config import LoadConfig
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
+from socialbench.workloads.driver.config import LoadConfig
 
 WIDTH = 80
 

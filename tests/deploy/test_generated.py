@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from socialbench.gateway import nginx
 from typer.testing import CliRunner
 
 from socialbench import registry
 from socialbench.cli import app
 from socialbench.deploy import GENERATE_COMMAND, generate, stack
+from socialbench.gateway import nginx
 
 
 def test_generated_files_are_up_to_date() -> None:

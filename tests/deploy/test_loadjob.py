@@ -16,13 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from socialbench.workloads.driver.merge import merge_results
-from socialbench.workloads.driver.result import LoadResult
 from typer.testing import CliRunner, Result
 
 from socialbench.cli import app
 from socialbench.deploy import loadjob
 from socialbench.stack.servers import free_port
+from socialbench.workloads.driver.merge import merge_results
+from socialbench.workloads.driver.result import LoadResult
 from tests.deploy.results import load_config, result_of, worker_report
 
 

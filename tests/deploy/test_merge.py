@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from socialbench.workloads.driver.merge import merge_results
-from socialbench.workloads.driver.result import LoadResult
-from socialbench.workloads.driver.worker import WorkerReport
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.workloads.driver.merge import merge_results
+from socialbench.workloads.driver.result import LoadResult
+from socialbench.workloads.driver.worker import WorkerReport
 from tests.deploy.results import load_config, result_of, second, worker_report
 
 DRIVERS = 3

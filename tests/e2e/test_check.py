@@ -18,12 +18,12 @@ import httpx
 import pymongo
 import pytest
 import redis
-from socialbench.workloads.definitions import check
-from socialbench.workloads.definitions.check import CheckResult, StoreAddresses
-from socialbench.workloads.definitions.seed import FORM, follow_bodies, register_body
 
 from socialbench.cli.check import local_stores
 from socialbench.stack.local import LocalStack
+from socialbench.workloads.definitions import check
+from socialbench.workloads.definitions.check import CheckResult, StoreAddresses
+from socialbench.workloads.definitions.seed import FORM, follow_bodies, register_body
 from tests.support import socialbench
 
 pytestmark = pytest.mark.e2e

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from socialbench.workloads.definitions import graph
 
+from socialbench.workloads.definitions import graph
 from tests.support import socialbench
 
 pytestmark = pytest.mark.e2e

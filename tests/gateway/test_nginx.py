@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from socialbench.gateway import nginx
 
 from socialbench import registry
+from socialbench.gateway import nginx
 from socialbench.stack.servers import ServerCommand, ServerProcess, find_binary, free_port
 
 

@@ -20,11 +20,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
-from socialbench.services.text import create_app
 from starlette.responses import Response
 
 from socialbench.runtime.settings import get_settings
 from socialbench.runtime.tracing import Tracing, TracingMiddleware
+from socialbench.services.text import create_app
 from tests.services.support import app_client, point_at, serve_fake, serve_neighbours
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request
 from httpx import ASGITransport, AsyncClient
-from socialbench.services import home_timeline, post_storage, user_timeline
-from socialbench.services.compose_post import COMPENSATION_FAILED, create_app
 from starlette.responses import Response
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
+from socialbench.services import home_timeline, post_storage, user_timeline
+from socialbench.services.compose_post import COMPENSATION_FAILED, create_app
 from tests.services.support import app_client, point_at, serve_fake, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

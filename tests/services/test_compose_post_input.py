@@ -10,10 +10,10 @@ from fastapi import FastAPI, Request
 from httpx import AsyncClient
 from hypothesis import example, given
 from hypothesis import strategies as st
-from socialbench.services.compose_post import _json_strings, create_app
 
 from socialbench.runtime.errors import InvalidArgument
 from socialbench.runtime.models import MAX_ITEMS, MAX_TEXT_BYTES
+from socialbench.services.compose_post import _json_strings, create_app
 from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.home_timeline import HomeTimelineService, create_app, timeline_key
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
+from socialbench.services.home_timeline import HomeTimelineService, create_app, timeline_key
 from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

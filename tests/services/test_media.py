@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import jwt
 import pytest
 from httpx import AsyncClient
-from socialbench.services.media import CHUNK_BYTES, create_app
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
+from socialbench.services.media import CHUNK_BYTES, create_app
 from tests.services.support import app_client, mongo_client
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -8,8 +8,8 @@ import orjson
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.post_storage import PostStorageService, create_app
 
+from socialbench.services.post_storage import PostStorageService, create_app
 from tests.services.support import app_client, unique_name
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.social_graph import ALL_LOADED, LOADED, SocialGraphService, create_app
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
+from socialbench.services.social_graph import ALL_LOADED, LOADED, SocialGraphService, create_app
 from tests.services.support import app_client, connection_to, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

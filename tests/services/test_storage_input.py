@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services import post_storage, user
 
 from socialbench.runtime.models import MAX_ITEMS, MAX_READ_IDS, MAX_STORED_TEXT_BYTES
+from socialbench.services import post_storage, user
 from tests.services.support import app_client, mongo_client, point_at, serve_fake, unique_name
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

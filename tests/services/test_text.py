@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from socialbench.services.text import MENTION, URL, create_app
 
 from socialbench.runtime.errors import InvalidArgument
 from socialbench.runtime.jsonio import JSONResponse
+from socialbench.services.text import MENTION, URL, create_app
 from tests.services.support import app_client, point_at, serve_fake, serve_neighbours
 
 KNOWN_USERS = {"alice": "1", "bob": "2"}

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services import home_timeline, user_timeline
 
 from socialbench.runtime.models import MAX_ITEMS
+from socialbench.services import home_timeline, user_timeline
 from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

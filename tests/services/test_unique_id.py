@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from httpx import ASGITransport, AsyncClient
+
 from socialbench.services.unique_id import EPOCH_MS, IdGenerator, claim_worker_slot, create_app
 
 

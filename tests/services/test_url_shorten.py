@@ -5,9 +5,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from httpx import AsyncClient
+
 from socialbench.services import url_shorten
 from socialbench.services.url_shorten import create_app
-
 from tests.services.support import app_client, mongo_client, unique_name
 
 SHORT_URL = re.compile(r"http://short-url/[A-Za-z0-9]{10}")

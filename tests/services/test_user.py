@@ -9,11 +9,11 @@ import aiomcache
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.user import SERVER_ID_FLOOR, create_app, hash_password
 
 from socialbench.runtime.auth import COOKIE_NAME, verify_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
+from socialbench.services.user import SERVER_ID_FLOOR, create_app, hash_password
 from tests.services.support import app_client, mongo_client, point_at, serve_fake, unique_name
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

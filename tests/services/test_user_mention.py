@@ -8,8 +8,8 @@ from typing import Any
 import aiomcache
 import pytest
 from httpx import AsyncClient
-from socialbench.services.user_mention import create_app
 
+from socialbench.services.user_mention import create_app
 from tests.services.support import app_client, mongo_client, unique_name
 
 

@@ -9,11 +9,11 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
-from socialbench.services.user_timeline import ALL_WHOLE, WHOLE, UserTimelineService, create_app
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
 from socialbench.runtime.stores import flag_fresh_cache
+from socialbench.services.user_timeline import ALL_WHOLE, WHOLE, UserTimelineService, create_app
 from tests.services.support import app_client, serve_neighbours, unique_name
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

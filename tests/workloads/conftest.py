@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+
+from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import RampConfig, Sla
 from socialbench.workloads.ramp.job import RampJob, RampReport, execute
 from socialbench.workloads.ramp.resources import ResourceSampler
-
-from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 
 CAPACITY_SERVER = Path(__file__).with_name("capacity_server.py")
 CONCURRENCY = 10

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
+
 from socialbench.workloads.ramp.bundle import (
     BundleError,
     Manifest,

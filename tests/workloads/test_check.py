@@ -11,12 +11,12 @@ from typing import Any, cast
 
 import pytest
 from rich.console import Console
+
 from socialbench.workloads.definitions import check
 from socialbench.workloads.definitions.check import CheckResult, Snapshot, analyse
 from socialbench.workloads.ramp.bundle import Dataset, read_bundle
 from socialbench.workloads.ramp.job import RampJob, RampReport, execute
 from socialbench.workloads.ramp.report import render_html
-
 from tests.workloads.conftest import CapacityServer, small_ramp
 
 T = 1_700_000_000_000  # a post time, ms

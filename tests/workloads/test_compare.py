@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter
-from socialbench.workloads.ramp.bundle import StepRecord, read_bundle
-from socialbench.workloads.ramp.compare import COMPARE_PLOT, compare, format_ratio
-from socialbench.workloads.ramp.job import RampReport
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.workloads.ramp.bundle import StepRecord, read_bundle
+from socialbench.workloads.ramp.compare import COMPARE_PLOT, compare, format_ratio
+from socialbench.workloads.ramp.job import RampReport
 
 
 @pytest.fixture

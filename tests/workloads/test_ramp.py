@@ -12,6 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+from socialbench.stack import launcher
+from socialbench.stack.launcher import StackConfig
+from socialbench.stack.local import LocalStack
+from socialbench.stack.servers import free_port
 from socialbench.workloads.driver import Errors
 from socialbench.workloads.ramp.engine import (
     Phase,
@@ -23,13 +30,6 @@ from socialbench.workloads.ramp.engine import (
     judge_step,
 )
 from socialbench.workloads.ramp.job import RampReport
-from typer.testing import CliRunner
-
-from socialbench.cli import app
-from socialbench.stack import launcher
-from socialbench.stack.launcher import StackConfig
-from socialbench.stack.local import LocalStack
-from socialbench.stack.servers import free_port
 from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
 
 

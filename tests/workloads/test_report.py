@@ -8,6 +8,9 @@ from pathlib import Path
 
 from PIL import Image
 from pydantic import TypeAdapter
+from typer.testing import CliRunner
+
+from socialbench.cli import app
 from socialbench.workloads.ramp.bundle import StepRecord, read_bundle
 from socialbench.workloads.ramp.job import RampReport
 from socialbench.workloads.ramp.report import (
@@ -17,9 +20,6 @@ from socialbench.workloads.ramp.report import (
     SPECTRUM_PLOT,
     build_report,
 )
-from typer.testing import CliRunner
-
-from socialbench.cli import app
 
 PLOTS = (LATENCY_PLOT, ACHIEVED_PLOT, SPECTRUM_PLOT, RESOURCES_PLOT)
 

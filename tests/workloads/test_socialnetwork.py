@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from socialbench.workloads.definitions.core import Request, Workload, WorkloadError, load_workload
 from socialbench.workloads.definitions.socialnetwork import ComposePost, Mixed, ReadHomeTimeline
 from socialbench.workloads.driver.config import Target

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
+
 from socialbench.workloads.cache.config import CacheConfig, CacheProtocol, KeyPattern
 
 SET_OK, HIT, MISS, ERROR = 0, 1, 2, 3

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field
+
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.worker import WorkerReport
 from socialbench.workloads.driver.histogram import merge

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.runner import run_many

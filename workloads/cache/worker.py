@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection as Pipe
 
 import numpy as np
 import uvloop
+
 from socialbench.workloads.cache.client import CacheConnection, clock
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.protocol import (

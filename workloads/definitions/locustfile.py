@@ -27,6 +27,7 @@ from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.util.timespan import parse_timespan
+
 from socialbench.workloads.definitions.core import Workload, load_workload
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS, MIX_HOME, MIX_USER
 

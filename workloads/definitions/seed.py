@@ -24,6 +24,7 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+
 from socialbench.workloads.definitions import graph as graphs
 from socialbench.workloads.definitions.core import FORM_CONTENT_TYPE
 from socialbench.workloads.definitions.graph import Graph

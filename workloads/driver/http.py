@@ -12,6 +12,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 import httptools
+
 from socialbench.workloads.definitions.core import Request
 from socialbench.workloads.driver.config import Target
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.result import PERCENTILES, LoadResult, SecondStats
 

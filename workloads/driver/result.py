@@ -18,11 +18,11 @@ from datetime import datetime
 
 from hdrh.histogram import HdrHistogram
 from pydantic import BaseModel, Field
+
+from socialbench import __version__
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.histogram import decode, encode, merge
 from socialbench.workloads.driver.worker import SecondReport, WorkerReport
-
-from socialbench import __version__
 
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 99.999, 100.0)
 MAX_SEND_LAG_P99_US = 1000  # beyond this the driver is not sending on schedule

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 
 import uvloop
+
 from socialbench.workloads.definitions.core import Workload, load_workload
 from socialbench.workloads.driver.config import Distribution, LoadConfig, share
 from socialbench.workloads.driver.histogram import encode

@@ -28,6 +28,8 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader, HistogramLogWriter
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from socialbench import __version__
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
@@ -40,8 +42,6 @@ from socialbench.workloads.ramp.engine import (
     StepRun,
     StopReason,
 )
-
-from socialbench import __version__
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"

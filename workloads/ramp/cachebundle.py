@@ -29,6 +29,8 @@ import numpy as np
 from matplotlib import pyplot as plt
 from matplotlib.ticker import FixedLocator, FuncFormatter
 from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from socialbench import __version__
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.scale import Level, ScaleOutcome
 from socialbench.workloads.ramp import machine
@@ -44,8 +46,6 @@ from socialbench.workloads.ramp.report import (
     _plain_log_axis,
     _save,
 )
-
-from socialbench import __version__
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"

@@ -24,6 +24,7 @@ from matplotlib import pyplot as plt
 from matplotlib.ticker import FuncFormatter
 from rich.console import Console
 from rich.table import Table
+
 from socialbench.workloads.ramp.bundle import Bundle, read_bundle
 from socialbench.workloads.ramp.engine import format_ms
 from socialbench.workloads.ramp.report import log_tick_label

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
 from socialbench.workloads.ramp.energy import EnergyMeter, EnergyReading
 from socialbench.workloads.ramp.resources import ComponentUsage, ResourceSampler

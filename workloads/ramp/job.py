@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+
+from socialbench import __version__
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
@@ -27,8 +29,6 @@ from socialbench.workloads.ramp.engine import (
     SamplerFactory,
 )
 from socialbench.workloads.ramp.live import LiveView
-
-from socialbench import __version__
 
 
 def energy_source(power_cmd: str | None) -> str:

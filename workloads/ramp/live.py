@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
+
 from socialbench.workloads.driver import SecondStats
 from socialbench.workloads.ramp.engine import (
     RampObserver,

@@ -23,6 +23,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter
+
 from socialbench.workloads.ramp.bundle import (
     MANIFEST,
     RAW,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from socialbench.workloads.cache.servers import (
     Instance,
     ServerKind,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from socialbench.workloads.cache import CacheConfig, CacheProtocol, run_cache
 from socialbench.workloads.cache.servers import Instance, ServerKind, server_stats
 from socialbench.workloads.ramp.cachebundle import CacheBundleWriter, read_records

@@ -8,7 +8,6 @@ from socialbench.workloads.cache import CacheConfig, CacheProtocol
 from socialbench.workloads.cache.scale import ScaleConfig, ScaleStop, scale
 from socialbench.workloads.cache.servers import Instance
 from socialbench.workloads.ramp.cachebundle import CacheBundleWriter, read_records
-
 from tests.workloads.cache.conftest import start_fake
 
 SLOW_FROM = 2  # instances 0 and 1 answer at once; the third and later 60 ms late

@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from socialbench.cli import app
+from socialbench.stack.servers import ServerProcess, free_port
 from socialbench.workloads.driver import (
     Distribution,
     DriverError,
@@ -14,10 +18,6 @@ from socialbench.workloads.driver import (
     SecondStats,
     run_load,
 )
-from typer.testing import CliRunner
-
-from socialbench.cli import app
-from socialbench.stack.servers import ServerProcess, free_port
 
 
 def accounted(result: LoadResult) -> int:

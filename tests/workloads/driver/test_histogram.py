@@ -7,6 +7,7 @@ from array import array
 from pathlib import Path
 
 import numpy as np
+
 from socialbench.workloads.driver.histogram import (
     HIGHEST_US,
     Recorder,

@@ -5,6 +5,7 @@ import random
 import statistics
 
 import pytest
+
 from socialbench.workloads.driver.config import Distribution, LoadConfig, Target, share
 from socialbench.workloads.driver.schedule import Schedule
 
