@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 from pathlib import Path
 
@@ -110,3 +111,13 @@ def test_report_of_a_bundle_without_resources_or_energy_says_why(
     assert not (directory / RESOURCES_PLOT).exists()
     assert "Per-component CPU and memory: unavailable: not the local stack" in page
     assert "Energy: unavailable: no RAPL counters and no --power-cmd" in page
+
+
+def test_each_step_and_the_broken_one_say_what_limited_them(refined_ramp: RampReport) -> None:
+    # The capacity server limits by its slots, sleeping: no process is at its core.
+    steps = json.loads((refined_ramp.directory / "steps.json").read_text())
+    verdicts = [step["bottleneck"] for step in steps]
+    assert all(v is not None and v["limit"] == "waiting" for v in verdicts), verdicts
+    assert all("capacity-server" in v["text"] for v in verdicts)
+    html = refined_ramp.report.read_text()
+    assert "<b>Limited by</b>" in html and "latency comes from waiting" in html

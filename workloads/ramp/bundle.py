@@ -33,6 +33,12 @@ from socialbench import __version__
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
+from socialbench.workloads.ramp.bottleneck import (
+    ComponentLoad,
+    Limit,
+    find_bottleneck,
+    usable_cores,
+)
 from socialbench.workloads.ramp.engine import (
     Phase,
     RampConfig,
@@ -136,6 +142,15 @@ class EnergyRecord(Strict):
     requests_per_joule: float | None = Field(description="(req/s) per watt.")
 
 
+class BottleneckRecord(Strict):
+    """What limited the step, from its per-process CPU (workloads/ramp/bottleneck.py)."""
+
+    limit: Limit
+    text: str
+    component: str | None = None
+    suggestion: str | None = None
+
+
 class ErrorRecord(Strict):
     connect: int
     read: int
@@ -180,6 +195,7 @@ class StepRecord(Strict):
     peak_connections: int
     responses_in_span: int
     resources: ResourceRecord
+    bottleneck: BottleneckRecord | None = None
     energy: EnergyRecord
     histogram_log: str
     raw_result: str
@@ -235,8 +251,24 @@ def _ms(stats: LatencyStats, keys: tuple[str, ...] = LATENCY_KEYS) -> dict[str, 
     return {key: stats.percentiles_us[key] / US_PER_MS for key in keys}
 
 
-def step_record(step: StepRun) -> StepRecord:
-    """The bundle's record of a step."""
+def step_bottleneck(step: StepRun, stack: StackRecord | None, cpus: int) -> BottleneckRecord:
+    """What limited ``step``: a component at its cores, every CPU busy, or waiting."""
+    span = step.span_s
+    workers, default_workers = (stack.workers, stack.default_workers) if stack else ({}, 1)
+    loads = [
+        ComponentLoad(c.name, c.kind, c.cpu_seconds / span if span else 0.0,
+                      usable_cores(c.name, c.kind, cpus, workers, default_workers))
+        for c in step.usage.components or []
+    ]
+    driver_cores = step.result.driver_cpu_s / span if span else 0.0
+    verdict = find_bottleneck(loads, cpus, driver_cores)
+    return BottleneckRecord(limit=verdict.limit, text=verdict.text,
+                            component=verdict.component, suggestion=verdict.suggestion)
+
+
+def step_record(step: StepRun, stack: StackRecord | None = None,
+                cpus: int | None = None) -> StepRecord:
+    """The bundle's record of a step; ``stack`` and ``cpus`` name what limited it."""
     result = step.result
     responses = step.responses_in_span
     usage = step.usage
@@ -299,6 +331,8 @@ def step_record(step: StepRun) -> StepRecord:
             cpu_ms_per_request=stack_cpu * 1000 / responses
             if stack_cpu is not None and responses else None,
         ),
+        bottleneck=step_bottleneck(step, stack, cpus)
+        if cpus and usage.components is not None else None,
         energy=EnergyRecord(
             available=energy.joules is not None,
             source=energy.source,
@@ -497,7 +531,7 @@ class BundleWriter(RampObserver):
         _write_json(directory / MANIFEST, manifest)
 
     def step_finished(self, step: StepRun) -> None:
-        record = step_record(step)
+        record = step_record(step, self.manifest.stack, self.manifest.hardware.get("usable_cores"))
         self.records.append(record)
         (self.directory / record.raw_result).write_text(step.result.model_dump_json())
         write_histogram_log(self.directory / record.histogram_log, step)
