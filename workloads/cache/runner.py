@@ -23,6 +23,7 @@ from multiprocessing.connection import wait
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.result import CacheResult, build_result
 from socialbench.workloads.cache.worker import WorkerReport
+from socialbench.workloads.driver.runner import stop_workers
 
 START_MARGIN_S = 0.2
 READY_TIMEOUT_S = 300.0  # importing, connecting, prefilling and building the streams
@@ -66,9 +67,9 @@ def run_many(configs: list[CacheConfig]) -> list[CacheResult]:
         longest = max(c.warmup_s + (c.test_time_s or 0) + c.timeout_s for c in configs)
         reports = _collect(workers, longest)
     except BaseException:
-        _stop(workers, 0.0)
+        stop_workers(workers, 0.0)
         raise
-    _stop(workers, 5.0)
+    stop_workers(workers, 5.0)
     loadavg = os.getloadavg()
     return [
         build_result(config, sorted((r for n, r in reports if n == number),
@@ -139,16 +140,3 @@ def _collect(workers: list[_Worker], run_s: float) -> list[tuple[int, WorkerRepo
     return reports
 
 
-def _stop(workers: list[_Worker], wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    for worker in workers:
-        try:
-            worker.process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            worker.process.terminate()
-            try:
-                worker.process.wait(5.0)
-            except subprocess.TimeoutExpired:
-                worker.process.kill()
-                worker.process.wait()
-        worker.pipe.close()

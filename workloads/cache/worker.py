@@ -49,6 +49,7 @@ from socialbench.workloads.driver.config import Distribution
 from socialbench.workloads.driver.histogram import Recorder, encode, new_histogram, record_many
 from socialbench.workloads.driver.schedule import NS_PER_S, Schedule
 from socialbench.workloads.driver.timer import Waker, prefer_short_waits
+from socialbench.workloads.driver.worker import receive_control
 
 QUANTUM_NS = 100_000  # open loop: timer wake-ups at most every 100 µs
 MAX_BATCH = 4096  # open loop: requests moved to the backlog per wake-up
@@ -369,7 +370,7 @@ async def _run(config: CacheConfig, index: int, control: Pipe) -> WorkerReport:
         conn.times.clear()
     stream = build_stream(config, seed * 1000 + index)
     control.send(("ready", None))
-    message, start_ns = await _receive(loop, control)
+    message, start_ns = await receive_control(loop, control)
     if message != "start":
         raise RuntimeError(f"expected a start time from the parent, got {message!r}")
     # Spread the connections of every process evenly over the stream, on block boundaries.
@@ -455,17 +456,3 @@ async def _flush(recorder: OpRecorder, lag: Recorder) -> None:
         lag.flush()
 
 
-async def _receive(loop: asyncio.AbstractEventLoop, control: Pipe) -> tuple[str, int]:
-    readable: asyncio.Future[None] = loop.create_future()
-
-    def on_readable() -> None:
-        if not readable.done():
-            readable.set_result(None)
-
-    loop.add_reader(control.fileno(), on_readable)
-    try:
-        await readable
-    finally:
-        loop.remove_reader(control.fileno())
-    message: tuple[str, int] = control.recv()
-    return message

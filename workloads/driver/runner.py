@@ -17,11 +17,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
+from typing import Protocol
 
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.result import (
@@ -42,6 +43,13 @@ SecondCallback = Callable[[SecondStats], None]
 
 class DriverError(RuntimeError):
     """The driver could not run (a worker could not connect, failed, died or hung)."""
+
+
+class WorkerProcess(Protocol):
+    """A worker subprocess and the pipe to it (the driver's and the cache generator's)."""
+
+    process: subprocess.Popen[bytes]
+    pipe: Pipe
 
 
 @dataclass
@@ -86,9 +94,9 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
         reports, timeline = _collect(workers, config, on_second)
         elapsed_s = (time.perf_counter_ns() - start_ns) / 1e9
     except BaseException:
-        _stop(workers, wait_s=0.0)
+        stop_workers(workers, wait_s=0.0)
         raise
-    _stop(workers, wait_s=5.0)
+    stop_workers(workers, wait_s=5.0)
     host = host.model_copy(update={"loadavg_end": os.getloadavg()})
     return build_result(
         config, reports, timeline, started_at=started_at, elapsed_s=elapsed_s, host=host
@@ -168,7 +176,7 @@ def _collect(
     return reports, timeline
 
 
-def _stop(workers: list[_Worker], wait_s: float) -> None:
+def stop_workers(workers: Sequence[WorkerProcess], wait_s: float) -> None:
     """Let finished workers exit (up to ``wait_s``), terminate the rest."""
     deadline = time.monotonic() + wait_s
     for worker in workers:

@@ -185,7 +185,7 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
     )
     await pool.start()
     control.send(("ready", None))
-    message, start_ns = await _receive(loop, control)
+    message, start_ns = await receive_control(loop, control)
     if message != "start":
         raise RuntimeError(f"expected a start time from the parent, got {message!r}")
 
@@ -255,7 +255,7 @@ def _report(
     )
 
 
-async def _receive(loop: asyncio.AbstractEventLoop, control: Pipe) -> tuple[str, int]:
+async def receive_control(loop: asyncio.AbstractEventLoop, control: Pipe) -> tuple[str, int]:
     """The parent's next message, without blocking the loop."""
     readable: asyncio.Future[None] = loop.create_future()
 
