@@ -23,7 +23,7 @@ from multiprocessing.connection import wait
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.result import CacheResult, build_result
 from socialbench.workloads.cache.worker import WorkerReport
-from socialbench.workloads.driver.runner import stop_workers
+from socialbench.workloads.driver.runner import await_ready, stop_workers
 
 START_MARGIN_S = 0.2
 READY_TIMEOUT_S = 300.0  # importing, connecting, prefilling and building the streams
@@ -59,7 +59,7 @@ def run_many(configs: list[CacheConfig]) -> list[CacheResult]:
                 worker = _start_worker(number, index)
                 workers.append(worker)
                 worker.pipe.send(("config", payload))
-        _await_ready(workers)
+        await_ready(workers, _receive, CacheLoadError, "generator", READY_TIMEOUT_S)
         start_ns = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
         started_at = datetime.now(UTC) + timedelta(seconds=START_MARGIN_S)
         for worker in workers:
@@ -103,21 +103,6 @@ def _receive(worker: _Worker) -> tuple[str, object]:
     if message[0] == "error":
         raise CacheLoadError(str(message[1]))
     return message
-
-
-def _await_ready(workers: list[_Worker]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    waiting = {worker.pipe: worker for worker in workers}
-    while waiting:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise CacheLoadError(f"{len(waiting)} generator processes not ready "
-                                 f"in {READY_TIMEOUT_S} s")
-        for pipe in wait(list(waiting), remaining):
-            kind, _ = _receive(waiting[pipe])  # type: ignore[index]
-            if kind != "ready":
-                raise CacheLoadError(f"unexpected {kind!r} from a generator process")
-            del waiting[pipe]  # type: ignore[arg-type]
 
 
 def _collect(workers: list[_Worker], run_s: float) -> list[tuple[int, WorkerReport]]:

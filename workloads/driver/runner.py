@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.result import (
@@ -50,6 +50,9 @@ class WorkerProcess(Protocol):
 
     process: subprocess.Popen[bytes]
     pipe: Pipe
+
+
+W = TypeVar("W", bound=WorkerProcess)
 
 
 @dataclass
@@ -86,7 +89,7 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
             workers.append(_start_worker(index))
         for worker in workers:
             worker.pipe.send(("config", payload))
-        _await_ready(workers)
+        await_ready(workers, _receive, DriverError, "driver")
         start_ns = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
         started_at = datetime.now(UTC) + timedelta(seconds=START_MARGIN_S)
         for worker in workers:
@@ -124,17 +127,19 @@ def _receive(worker: _Worker) -> tuple[str, object]:
     return message
 
 
-def _await_ready(workers: list[_Worker]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
+def await_ready(workers: Sequence[W], receive: Callable[[W], tuple[str, object]],
+                error: type[Exception], what: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Wait until every worker said "ready"; ``error`` on a timeout or another message."""
+    deadline = time.monotonic() + timeout_s
     waiting = {worker.pipe: worker for worker in workers}
     while waiting:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise DriverError(f"{len(waiting)} driver processes not ready in {READY_TIMEOUT_S} s")
+            raise error(f"{len(waiting)} {what} processes not ready in {timeout_s:g} s")
         for pipe in wait(list(waiting), remaining):
-            kind, _ = _receive(waiting[pipe])  # type: ignore[index]
+            kind, _ = receive(waiting[pipe])  # type: ignore[index]
             if kind != "ready":
-                raise DriverError(f"unexpected {kind!r} from a driver process before the start")
+                raise error(f"unexpected {kind!r} from a {what} process before the start")
             del waiting[pipe]  # type: ignore[arg-type]
 
 
