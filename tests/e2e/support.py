@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+
+# Debian's chromium, driven by Playwright (which cannot download a browser here).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="no /usr/bin/chromium: apt-get install -y chromium "
+    "(scripts/setup.sh --test)")
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 user_ids = itertools.count(1000)  # ids of users made by the tests, one sequence per session

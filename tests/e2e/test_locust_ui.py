@@ -16,19 +16,11 @@ import psutil
 import pytest
 
 from socialbench.stack.servers import free_port, port_open
+from tests.e2e.support import CHROMIUM, CHROMIUM_FLAGS, needs_chromium
 from tests.support import socialbench
 
 sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium: "
-                       "apt-get install -y chromium (scripts/setup.sh)"),
-]
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
+pytestmark = [pytest.mark.e2e, needs_chromium]
 GRAPH_USERS = 40
 WAIT_S = 60.0  # upper bound for each wait below; they normally take about a second
 

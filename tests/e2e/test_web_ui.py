@@ -15,17 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.support import CHROMIUM, CHROMIUM_FLAGS, needs_chromium
+
 sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium: "
-                       "apt-get install -y chromium (scripts/setup.sh)"),
-]
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
+pytestmark = [pytest.mark.e2e, needs_chromium]
 WAIT_MS = 20_000  # upper bound for each wait below; they normally take well under a second
 IMAGE_WIDTH, IMAGE_HEIGHT = 7, 5
 
