@@ -20,8 +20,6 @@ import gc
 import os
 import random
 import resource
-import signal
-import sys
 import time
 import traceback
 from array import array
@@ -49,7 +47,7 @@ from socialbench.workloads.driver.config import Distribution
 from socialbench.workloads.driver.histogram import Recorder, encode, new_histogram, record_many
 from socialbench.workloads.driver.schedule import NS_PER_S, Schedule
 from socialbench.workloads.driver.timer import Waker, prefer_short_waits
-from socialbench.workloads.driver.worker import receive_control
+from socialbench.workloads.driver.worker import receive_control, serve_as_worker
 
 QUANTUM_NS = 100_000  # open loop: timer wake-ups at most every 100 µs
 MAX_BATCH = 4096  # open loop: requests moved to the backlog per wake-up
@@ -278,14 +276,8 @@ class OpenLoop(Phase):
 
 
 def main() -> None:
-    """``python -m socialbench.workloads.cache FD INDEX``: FD is the parent's socket."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd, index = int(sys.argv[1]), int(sys.argv[2])
-    control = Pipe(fd)
-    kind, config_json = control.recv()
-    if kind != "config":
-        raise SystemExit(f"expected the run's config first, got {kind!r}")
-    worker_main(config_json, index, control)
+    """``python -m socialbench.workloads.cache FD INDEX``."""
+    serve_as_worker(worker_main)
 
 
 def worker_main(config_json: str, index: int, control: Pipe) -> None:

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 
@@ -140,15 +141,20 @@ class Sender:
         self.waker.wake_by(now if due <= now else max(due, now + QUANTUM_NS))
 
 
-def main() -> None:
-    """``python -m socialbench.workloads.driver FD INDEX``: FD is the parent's socket."""
+def serve_as_worker(run: Callable[[str, int, Pipe], None]) -> None:
+    """A worker process's entry (argv: FD INDEX, FD the parent's socket): the config, then run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     fd, index = int(sys.argv[1]), int(sys.argv[2])
     control = Pipe(fd)
     kind, config_json = control.recv()
     if kind != "config":
         raise SystemExit(f"expected the run's config first, got {kind!r}")
-    worker_main(config_json, index, control)
+    run(config_json, index, control)
+
+
+def main() -> None:
+    """``python -m socialbench.workloads.driver FD INDEX``."""
+    serve_as_worker(worker_main)
 
 
 def worker_main(config_json: str, index: int, control: Pipe) -> None:

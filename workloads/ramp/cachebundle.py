@@ -42,9 +42,8 @@ from socialbench.workloads.ramp.bundle import (
 from socialbench.workloads.ramp.report import (
     SPECTRUM_NINES,
     Plot,
-    _percentile_label,
-    _plain_log_axis,
     _save,
+    percentile_axes,
 )
 
 SCHEMA_VERSION = 1
@@ -280,14 +279,7 @@ def plot_spectrum(directory: Path, records: list[RunRecord], path: Path, title: 
     if sla_ms is not None:
         axis.axhline(sla_ms, color="tab:red", linestyle="--", linewidth=1,
                      label=f"SLA p99 {sla_ms:g} ms")
-    axis.set_xscale("log")
-    axis.set_yscale("log")
-    _plain_log_axis(axis)
-    axis.xaxis.set_major_locator(FixedLocator([10.0**k for k in range(widest + 1)]))
-    axis.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
-    axis.xaxis.set_minor_locator(FixedLocator([]))
-    axis.set_xlabel("percentile")
-    axis.set_ylabel("latency (ms)")
+    percentile_axes(axis, widest, "latency (ms)")
     axis.set_title(title)
     axis.grid(True, which="both", alpha=0.3)
     axis.legend(fontsize=7, ncol=2)

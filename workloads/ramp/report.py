@@ -155,6 +155,18 @@ def plot_achieved_vs_offered(bundle: Bundle, path: Path) -> None:
     _save(figure, path)
 
 
+def percentile_axes(axis: Any, widest: int, ylabel: str) -> None:
+    """Log-log axes of a latency spectrum: 90%, 99%, ... up to 10**widest on x."""
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    _plain_log_axis(axis)
+    axis.xaxis.set_major_locator(FixedLocator([10.0**k for k in range(widest + 1)]))
+    axis.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
+    axis.xaxis.set_minor_locator(FixedLocator([]))
+    axis.set_xlabel("percentile")
+    axis.set_ylabel(ylabel)
+
+
 def _percentile_label(x: float, _: object) -> str:
     nines = np.log10(x)
     if nines < 0.5:
@@ -182,14 +194,7 @@ def plot_latency_spectrum(bundle: Bundle, path: Path) -> None:
     for sla in bundle.manifest.config.slas:
         axis.axhline(sla.threshold_ms, color="tab:red", linestyle="--", linewidth=1,
                      label=f"SLA {sla}")
-    axis.set_xscale("log")
-    axis.set_yscale("log")
-    _plain_log_axis(axis)
-    axis.xaxis.set_major_locator(FixedLocator([10.0**k for k in range(widest + 1)]))
-    axis.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
-    axis.xaxis.set_minor_locator(FixedLocator([]))
-    axis.set_xlabel("percentile")
-    axis.set_ylabel("latency from intended send time (ms)")
+    percentile_axes(axis, widest, "latency from intended send time (ms)")
     axis.set_title(f"{bundle.label}: latency by percentile, each step "
                    f"(repeat {bundle.reference_repeat})")
     axis.grid(True, which="both", alpha=0.3)
