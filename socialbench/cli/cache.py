@@ -11,6 +11,7 @@ import typer
 
 from socialbench.workloads.cache import CacheConfig, CacheLoadError, CacheProtocol, run_cache
 from socialbench.workloads.cache.config import parse_key_pattern, parse_ratio
+from socialbench.workloads.cache.energy import Meter
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.scale import DEFAULT_FRACTIONS, Level, Probe, ScaleConfig, scale
 from socialbench.workloads.cache.servers import ServerKind, local_launcher
@@ -34,6 +35,9 @@ Threads = Annotated[int, typer.Option("--threads", "-t", min=1, help="Generator 
 Prefill = Annotated[bool, typer.Option(help="Set every key of the range once first.")]
 Cpus = Annotated[str | None, typer.Option(
     help="Pin generator processes to these CPUs, e.g. 0 or 0,2 (round robin).")]
+PowerCmd = Annotated[str | None, typer.Option(
+    help="A command printing the machine's watts (when there is no RAPL); energy per "
+         "operation is measured over each measured window.")]
 
 
 def _cpus(text: str | None) -> list[int] | None:
@@ -54,10 +58,18 @@ def _patterns(ratio: str, key_pattern: str) -> dict[str, Any]:
     return {"sets": sets, "gets": gets, "set_pattern": set_pattern, "get_pattern": get_pattern}
 
 
-def _bundle_writer(results_dir: Path, label: str, kind: str, config: dict[str, Any]) -> Any:
+def _bundle_writer(results_dir: Path, label: str, kind: str, config: dict[str, Any],
+                   power_cmd: str | None) -> Any:
     from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
 
-    return CacheBundleWriter(results_dir, label, kind, config)
+    return CacheBundleWriter(results_dir, label, kind, config, power_cmd=power_cmd)
+
+
+def _meter(power_cmd: str | None) -> Meter:
+    """RAPL where the machine has it, else ``--power-cmd``; else it says unavailable."""
+    from socialbench.workloads.ramp.energy import EnergyMeter
+
+    return EnergyMeter(power_cmd=power_cmd)
 
 
 @cache_app.command("run")
@@ -88,6 +100,7 @@ def run(
     prefill: Prefill = True,
     seed: Annotated[int | None, typer.Option(help="Seed of keys and schedule.")] = None,
     cpus: Cpus = None,
+    power_cmd: PowerCmd = None,
     results_dir: ResultsDir = Path("results"),
     label: Label = None,
     bundle: Annotated[bool, typer.Option(help="Write a results bundle and report.")] = True,
@@ -112,11 +125,12 @@ def run(
     if bundle:
         name = label or f"{protocol.value}-{port}"
         writer = _bundle_writer(results_dir, name, "cache-run",
-                                {"runs": [c.model_dump(mode="json") for c in configs]})
+                                {"runs": [c.model_dump(mode="json") for c in configs]},
+                                power_cmd)
     results: list[CacheResult] = []
     for config in configs:
         try:
-            result = run_cache(config)
+            result = run_cache(config, _meter(power_cmd))
         except CacheLoadError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -126,6 +140,8 @@ def run(
                    f"{result.p99_ms_of('get'):.3f} ms; hits {result.hits:,}, misses "
                    f"{result.misses:,}; generator {result.generator_cpu_s:.2f} CPU s"
                    + (f"; prefilled {result.prefill_keys:,} keys" if result.prefill_keys else ""))
+        if result.energy is not None:
+            typer.echo(f"  energy: {result.energy.describe()}")
         for warning in result.warnings:
             typer.echo(f"  warning: {warning}", err=True)
         if writer is not None:
@@ -166,6 +182,7 @@ def scale_command(
         help="Pin instance i to CPU server_cpus[i % n], e.g. 1 or 1,2,3.")] = None,
     cpus: Cpus = None,
     seed: Annotated[int, typer.Option(help="Seed of keys and schedule.")] = 1,
+    power_cmd: PowerCmd = None,
     results_dir: ResultsDir = Path("results"),
     label: Label = None,
 ) -> None:
@@ -185,19 +202,21 @@ def scale_command(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     writer = _bundle_writer(results_dir, label or f"scale-{kind.value}-p{pipeline}",
-                            "cache-scale", config.model_dump(mode="json"))
+                            "cache-scale", config.model_dump(mode="json"), power_cmd)
 
     def on_probe(probe: Probe, _: list[CacheResult]) -> None:
         how = "closed loop" if probe.fraction is None else f"{probe.fraction:.0%} of max"
         verdict = "held" if probe.passed else "broken"
+        energy = f"; energy: {probe.energy.describe()}" if probe.energy else ""
         typer.echo(f"{probe.instances} instance(s), {how}: {probe.aggregate_ops_per_s:,.0f} "
-                   f"ops/s, worst p99 {probe.worst_p99_ms:.3f} ms: {verdict}")
+                   f"ops/s, worst p99 {probe.worst_p99_ms:.3f} ms: {verdict}{energy}")
 
     def on_level(level: Level, results: list[CacheResult]) -> None:
         writer.add_level(level, results)
 
     try:
-        outcome = scale(config, local_launcher(kind, config.server_cpus), on_probe, on_level)
+        outcome = scale(config, local_launcher(kind, config.server_cpus), on_probe, on_level,
+                        meter=lambda: _meter(power_cmd))
     except CacheLoadError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -12,8 +12,15 @@ from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from socialbench.cli import app
-from socialbench.workloads.ramp.bundle import StepRecord, read_bundle
-from socialbench.workloads.ramp.compare import COMPARE_PLOT, compare, format_ratio
+from socialbench.workloads.ramp.bundle import BundleError, StepRecord, read_bundle
+from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
+from socialbench.workloads.ramp.compare import (
+    COMPARE_PLOT,
+    Comparison,
+    compare,
+    compare_ramps,
+    format_ratio,
+)
 from socialbench.workloads.ramp.job import RampReport
 
 
@@ -49,6 +56,7 @@ def two_bundles(refined_ramp: RampReport, tmp_path: Path) -> tuple[Path, Path]:
 
 def test_ratios_are_run_over_baseline(two_bundles: tuple[Path, Path]) -> None:
     comparison = compare(two_bundles)
+    assert isinstance(comparison, Comparison)
     base, other = comparison.runs
 
     assert comparison.rate_ratio(other) == pytest.approx(1.2)
@@ -82,7 +90,7 @@ def test_compare_command_prints_and_renders_the_ratios(
     for text in ("1.20x (+20%)", "0.66x (-34%)", "0.90x (-10%)", "0.50x (-50%)",
                  "faster vs capacity-200: 20% more req/s at the SLA, p99 there 34% lower"):
         assert text in result.output, text
-    assert result.output.count("0.50x (-50%)") == len(compare(two_bundles).common_rates)
+    assert result.output.count("0.50x (-50%)") == len(compare_ramps(two_bundles).common_rates)
     page = (out / "compare.html").read_text()
     assert "1.20x (+20%)" in page and "0.66x (-34%)" in page and "0.50x (-50%)" in page
     image = base64.b64encode((out / COMPARE_PLOT).read_bytes()).decode()
@@ -99,3 +107,15 @@ def test_compare_needs_two_readable_bundles(
     assert runner.invoke(app, ["compare", str(two_bundles[0])]).exit_code == 2
     result = runner.invoke(app, ["compare", str(two_bundles[0]), str(tmp_path / "nothing")])
     assert result.exit_code == 2
+
+
+def test_a_ramp_bundle_is_not_compared_with_a_cache_bundle(
+    two_bundles: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cache = CacheBundleWriter(tmp_path, "cache", "cache-run", {}).directory
+    with pytest.raises(BundleError, match=r"cannot compare a ramp bundle .* with a cache-run"):
+        compare([two_bundles[0], cache])
+    result = CliRunner().invoke(app, ["compare", str(cache), str(two_bundles[0])],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "cannot compare a cache-run bundle" in result.output

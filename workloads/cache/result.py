@@ -9,6 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from socialbench.workloads.cache.config import CacheConfig
+from socialbench.workloads.cache.energy import OpsEnergy
 from socialbench.workloads.cache.worker import WorkerReport
 from socialbench.workloads.driver.histogram import merge
 from socialbench.workloads.driver.result import LatencyStats
@@ -52,6 +53,9 @@ class CacheResult(BaseModel):
     cpus: int = Field(default_factory=lambda: os.cpu_count() or 1)
     saturated: bool
     warnings: list[str]
+    energy: OpsEnergy | None = Field(default=None, description=(
+        "The machine's energy over the measured window; None when no meter was given (a "
+        "run of several servers at once: see the scale probe's)."))
 
     @property
     def p99_ms(self) -> float:

@@ -8,6 +8,8 @@ aggregate no longer grows. The answer is the best aggregate ops/s with the SLA h
 The search at each instance count is short: a closed-loop run (every instance driven as
 hard as the generator can: its max), and if that breaks the SLA, open-loop runs at
 fractions of each instance's max (0.9, 0.8, ... by default), the first that holds wins.
+With a meter factory, every probe's energy is measured (one meter over all instances at
+once: the machine's joules per operation of the aggregate).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench.workloads.cache.config import CacheConfig
+from socialbench.workloads.cache.energy import Meter, OpsEnergy
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.runner import run_many
 from socialbench.workloads.cache.servers import Instance, Launcher
@@ -69,6 +72,8 @@ class Probe(BaseModel):
     aggregate_ops_per_s: float
     worst_p99_ms: float
     results: list[InstanceResult]
+    energy: OpsEnergy | None = Field(
+        default=None, description="The machine's energy over the probe; None: not metered.")
 
 
 class Level(BaseModel):
@@ -82,6 +87,11 @@ class Level(BaseModel):
     def aggregate_ops_per_s(self) -> float | None:
         return self.held.aggregate_ops_per_s if self.held else None
 
+    @property
+    def reported(self) -> Probe:
+        """The probe the level reports: the one that held, else the last one tried."""
+        return self.held or self.probes[-1]
+
 
 class ScaleOutcome(BaseModel):
     config: ScaleConfig
@@ -93,6 +103,7 @@ class ScaleOutcome(BaseModel):
 
 
 ProbeCallback = Callable[[Probe, list[CacheResult]], None]
+MeterFactory = Callable[[], Meter]
 
 
 def judge(result: CacheResult, sla_p99_ms: float) -> InstanceResult:
@@ -117,13 +128,17 @@ def judge(result: CacheResult, sla_p99_ms: float) -> InstanceResult:
 
 
 def _probe(configs: list[CacheConfig], sla_p99_ms: float, fraction: float | None,
-           on_probe: ProbeCallback | None) -> tuple[Probe, list[CacheResult]]:
-    results = run_many(configs)
+           on_probe: ProbeCallback | None, meter: MeterFactory | None
+           ) -> tuple[Probe, list[CacheResult]]:
+    probe_meter = meter() if meter is not None else None
+    results = run_many(configs, probe_meter)
     judged = [judge(r, sla_p99_ms) for r in results]
     probe = Probe(
         instances=len(configs), fraction=fraction, passed=all(j.passed for j in judged),
         aggregate_ops_per_s=sum(j.ops_per_s for j in judged),
         worst_p99_ms=max(j.p99_ms for j in judged), results=judged,
+        energy=None if probe_meter is None
+        else OpsEnergy.of(probe_meter.reading, sum(r.ops for r in results)),
     )
     if on_probe is not None:
         on_probe(probe, results)
@@ -131,7 +146,8 @@ def _probe(configs: list[CacheConfig], sla_p99_ms: float, fraction: float | None
 
 
 def scale(config: ScaleConfig, launch: Launcher, on_probe: ProbeCallback | None = None,
-          on_level: Callable[[Level, list[CacheResult]], None] | None = None) -> ScaleOutcome:
+          on_level: Callable[[Level, list[CacheResult]], None] | None = None,
+          meter: MeterFactory | None = None) -> ScaleOutcome:
     """Add instances one at a time until the SLA breaks or the aggregate stops growing."""
     instances: list[Instance] = []
     levels: list[Level] = []
@@ -147,7 +163,7 @@ def scale(config: ScaleConfig, launch: Launcher, on_probe: ProbeCallback | None 
                 "seed": (config.run.seed or 0) + i,
             }) for i, inst in enumerate(instances)]
             probes: list[Probe] = []
-            probe, results = _probe(base, config.sla_p99_ms, None, on_probe)
+            probe, results = _probe(base, config.sla_p99_ms, None, on_probe, meter)
             probes.append(probe)
             held: Probe | None = probe if probe.passed else None
             held_results = results if probe.passed else []
@@ -157,7 +173,8 @@ def scale(config: ScaleConfig, launch: Launcher, on_probe: ProbeCallback | None 
                     rated = [c.model_copy(update={"rate": max(fraction * peak, 1.0),
                                                   "prefill": False})
                              for c, peak in zip(base, maxima, strict=True)]
-                    probe, results = _probe(rated, config.sla_p99_ms, fraction, on_probe)
+                    probe, results = _probe(rated, config.sla_p99_ms, fraction, on_probe,
+                                            meter)
                     probes.append(probe)
                     if probe.passed:
                         held, held_results = probe, results

@@ -2,11 +2,13 @@
 
     results/<UTC time>-cache-<label>/
       manifest.json       kind (cache-run / cache-scale), machine (hardware, software, git,
-                          command line), the configuration
-      runs.json, runs.csv one record per run (per instance and instance count for scale)
+                          command line), the configuration, how energy was measured
+      runs.json, runs.csv one record per run (per instance and instance count for scale);
+                          a run's energy per operation (cache run; scale: per probe)
       raw/<run>.json      the generator's full result (encoded HdrHistograms included)
       histograms/<run>-<op>.hlog  HdrHistogram interval logs (µs), op = set, get, all
-      scale.json, scale.csv       scale only: every probe, each level's verdict, the answer
+      scale.json, scale.csv       scale only: every probe (with its energy), each level's
+                                  verdict, the answer
       *.png, report.html  plots (throughput vs pipeline, latency spectrum, instances vs
                           aggregate ops/s) and the self-contained report
 
@@ -28,17 +30,20 @@ import jinja2
 import numpy as np
 from matplotlib import pyplot as plt
 from matplotlib.ticker import FixedLocator, FuncFormatter
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from socialbench import __version__
+from socialbench.workloads.cache.energy import OpsEnergy, format_joules
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.scale import Level, ScaleOutcome
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
+    BundleError,
     bundle_dir,
     read_histogram_log,
     write_interval_log,
 )
+from socialbench.workloads.ramp.job import energy_source
 from socialbench.workloads.ramp.report import (
     SPECTRUM_NINES,
     Plot,
@@ -74,6 +79,8 @@ class CacheManifest(BaseModel):
     hardware: dict[str, Any]
     software: dict[str, Any]
     config: dict[str, Any]
+    energy_source: str = Field(default="not recorded",
+                               description="How energy was measured, or why it was not.")
 
 
 class RunRecord(BaseModel):
@@ -114,6 +121,7 @@ class RunRecord(BaseModel):
     passed: bool | None = None  # scale: held the SLA
     raw_result: str
     histogram_logs: dict[str, str]
+    energy: OpsEnergy | None = None  # cache run: the window's; scale: see the probe's
 
 
 def run_record(name: str, result: CacheResult, **extra: Any) -> RunRecord:
@@ -133,7 +141,7 @@ def run_record(name: str, result: CacheResult, **extra: Any) -> RunRecord:
         generator_cpu_s=result.generator_cpu_s,
         ops_per_generator_cpu_s=result.ops_per_generator_cpu_s,
         prefill_keys=result.prefill_keys, saturated=result.saturated,
-        warnings=result.warnings, raw_result=f"raw/{name}.json",
+        warnings=result.warnings, energy=result.energy, raw_result=f"raw/{name}.json",
         histogram_logs={op: f"histograms/{name}-{op}.hlog" for op in OPS}, **extra,
     )
 
@@ -143,13 +151,27 @@ CSV_COLUMNS = (
     "ratio", "data_size", "open_loop", "offered_ops_per_s", "duration_s", "ops", "ops_per_s",
     "sets_per_s", "gets_per_s", "hits", "misses", "hit_ratio", "errors", "lost", "timeouts",
     *(f"{op}_p{k}_ms" for op in OPS for k in KEYS), "send_lag_p99_ms", "generator_cpu_s",
-    "ops_per_generator_cpu_s", "saturated", "passed",
+    "ops_per_generator_cpu_s", "saturated", "passed", "energy_source", "joules", "watts",
+    "joules_per_op", "ops_per_s_per_watt",
 )
+ENERGY_COLUMNS = ("source", "joules", "watts", "joules_per_op", "ops_per_s_per_watt")
+
+
+def _energy_cells(energy: OpsEnergy | None) -> dict[str, Any]:
+    """The energy columns of a CSV row; "unavailable" (not 0) when it was not measured."""
+    if energy is None:
+        return dict.fromkeys(ENERGY_COLUMNS, "")
+    cells: dict[str, Any] = {k: getattr(energy, k) for k in ENERGY_COLUMNS}
+    if not energy.available:
+        cells.update(dict.fromkeys(ENERGY_COLUMNS[1:], "unavailable"))
+    return cells
 
 
 def _csv_row(record: RunRecord) -> dict[str, Any]:
     row = record.model_dump()
     row.update({f"{op}_p{k}_ms": record.latency_ms[op][k] for op in OPS for k in KEYS})
+    energy = _energy_cells(record.energy)
+    row.update(energy, energy_source=energy["source"])
     return {c: "" if row.get(c) is None else row[c] for c in CSV_COLUMNS}
 
 
@@ -168,7 +190,7 @@ class CacheBundleWriter:
     """Writes a cache bundle as runs finish; :meth:`finish` adds the report."""
 
     def __init__(self, results_dir: Path, label: str, kind: str, config: dict[str, Any],
-                 now: datetime | None = None) -> None:
+                 now: datetime | None = None, power_cmd: str | None = None) -> None:
         self.directory = bundle_dir(results_dir, f"cache-{label}", now)
         self.directory.mkdir(parents=True, exist_ok=False)
         (self.directory / "raw").mkdir()
@@ -176,7 +198,8 @@ class CacheBundleWriter:
         self.records: list[RunRecord] = []
         self.manifest = CacheManifest(
             kind=kind, socialbench_version=__version__, created_at=now or datetime.now(UTC),
-            label=label, config=config, **describe_machine(),
+            label=label, config=config, energy_source=energy_source(power_cmd),
+            **describe_machine(),
         )
         (self.directory / MANIFEST).write_text(self.manifest.model_dump_json(indent=2))
 
@@ -211,13 +234,16 @@ class CacheBundleWriter:
         with (self.directory / SCALE_CSV).open("w", newline="") as file:
             writer = csv.writer(file)
             writer.writerow(["instances", "held", "aggregate_ops_per_s", "worst_p99_ms",
-                             "fraction_of_max", "per_instance_ops_per_s"])
+                             "fraction_of_max", "per_instance_ops_per_s",
+                             *(f"energy_{c}" for c in ENERGY_COLUMNS)])
             for level in outcome.levels:
-                probe = level.held or level.probes[-1]
+                probe = level.reported
+                energy = _energy_cells(probe.energy)
                 writer.writerow([level.instances, level.held is not None,
                                  probe.aggregate_ops_per_s, probe.worst_p99_ms,
                                  "" if probe.fraction is None else probe.fraction,
-                                 ";".join(f"{r.ops_per_s:.0f}" for r in probe.results)])
+                                 ";".join(f"{r.ops_per_s:.0f}" for r in probe.results),
+                                 *(energy[c] for c in ENERGY_COLUMNS)])
 
     def finish(self) -> Path:
         return build_cache_report(self.directory)
@@ -227,13 +253,20 @@ class CacheBundleWriter:
 
 
 def read_records(directory: Path) -> tuple[CacheManifest, list[RunRecord], ScaleOutcome | None]:
-    manifest = CacheManifest.model_validate_json((directory / MANIFEST).read_bytes())
-    runs_path = directory / RUNS_JSON
-    records = TypeAdapter(list[RunRecord]).validate_json(runs_path.read_bytes()) \
-        if runs_path.exists() else []
-    scale_path = directory / SCALE_JSON
-    outcome = ScaleOutcome.model_validate_json(scale_path.read_bytes()) \
-        if scale_path.exists() else None
+    """A cache bundle's manifest, runs and scale outcome; BundleError when unreadable."""
+    try:
+        manifest = CacheManifest.model_validate_json((directory / MANIFEST).read_bytes())
+        runs_path = directory / RUNS_JSON
+        records = TypeAdapter(list[RunRecord]).validate_json(runs_path.read_bytes()) \
+            if runs_path.exists() else []
+        scale_path = directory / SCALE_JSON
+        outcome = ScaleOutcome.model_validate_json(scale_path.read_bytes()) \
+            if scale_path.exists() else None
+    except FileNotFoundError as exc:
+        raise BundleError(f"{directory} is not a cache bundle: {exc.filename} is missing"
+                          ) from None
+    except ValueError as exc:
+        raise BundleError(f"{directory}: {exc}") from None
     return manifest, records, outcome
 
 
@@ -292,7 +325,7 @@ def plot_scale(outcome: ScaleOutcome, path: Path, title: str) -> None:
     held = [level.aggregate_ops_per_s for level in outcome.levels]
     axis.plot([c for c, v in zip(counts, held, strict=True) if v is not None],
               [v for v in held if v is not None], marker="o", label="aggregate ops/s, SLA held")
-    broken = [(level.instances, level.probes[-1].aggregate_ops_per_s)
+    broken = [(level.instances, level.reported.aggregate_ops_per_s)
               for level in outcome.levels if level.held is None]
     if broken:
         axis.scatter([c for c, _ in broken], [v for _, v in broken], marker="x",
@@ -312,6 +345,15 @@ def plot_scale(outcome: ScaleOutcome, path: Path, title: str) -> None:
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
     _save(figure, path)
+
+
+def energy_cells(energy: OpsEnergy | None) -> tuple[str, str]:
+    """Energy per operation and ops/s per watt as the report shows them."""
+    if energy is None:
+        return "—", "—"
+    if energy.joules_per_op is None or energy.ops_per_s_per_watt is None:
+        return "unavailable", "unavailable"
+    return format_joules(energy.joules_per_op), f"{energy.ops_per_s_per_watt:,.0f}"
 
 
 def build_cache_report(directory: Path) -> Path:
@@ -346,6 +388,7 @@ def build_cache_report(directory: Path) -> Path:
     )
     html = environment.get_template(_TEMPLATE.name).render(
         manifest=manifest, records=records, outcome=outcome, plots=plots,
+        energy_cells=energy_cells,
         config_json=json.dumps(manifest.config, indent=2, default=str),
         command_line=" ".join(manifest.command_line),
     )

@@ -4,6 +4,10 @@ The comparison the seed documents make between platforms: max rate at the SLA an
 ratio, p99 at that rate, p99 at the offered rates every run measured and its ratio, and
 energy (and CPU) per request. Each bundle contributes its best repeat (the one its
 headline comes from). Printed as tables, and rendered as ``compare.html`` + PNG + JSON.
+
+The kind of every bundle is read from its manifest: ramp bundles are compared here,
+cache bundles (``cache run`` or ``cache scale``) by :mod:`.cachecompare`; bundles of
+different kinds cannot be compared.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -25,14 +30,37 @@ from matplotlib.ticker import FuncFormatter
 from rich.console import Console
 from rich.table import Table
 
-from socialbench.workloads.ramp.bundle import Bundle, read_bundle
+from socialbench.workloads.ramp.bundle import MANIFEST, Bundle, BundleError, read_bundle
 from socialbench.workloads.ramp.engine import format_ms
 from socialbench.workloads.ramp.report import log_tick_label
+
+if TYPE_CHECKING:
+    from socialbench.workloads.ramp.cachecompare import CacheComparison
 
 COMPARE_HTML = "compare.html"
 COMPARE_JSON = "compare.json"
 COMPARE_PLOT = "p99-vs-rate.png"
 RATE_DIGITS = 3  # offered rates equal to this many decimals are the same rate
+RAMP = "ramp"  # the kind of a bundle whose manifest names none (cache bundles name theirs)
+
+
+def machine_name(hardware: dict[str, object]) -> str:
+    """``<CPU model> (<cores> cores, <architecture>)`` from a manifest's hardware."""
+    cores = hardware.get("usable_cores") or hardware.get("logical_cores")
+    return f"{hardware.get('cpu_model', '?')} ({cores} cores, {hardware.get('architecture')})"
+
+
+def bundle_kind(directory: Path) -> str:
+    """``ramp``, ``cache-run`` or ``cache-scale``, from the bundle's manifest."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_bytes())
+    except FileNotFoundError:
+        raise BundleError(f"{directory} is not a bundle: {MANIFEST} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{directory}: {MANIFEST} is not readable: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{directory}: {MANIFEST} is not a JSON object")
+    return str(manifest.get("kind", RAMP))
 
 
 @dataclass
@@ -52,9 +80,7 @@ class RunNumbers:
 
     @property
     def machine(self) -> str:
-        hardware = self.bundle.manifest.hardware
-        cores = hardware.get("usable_cores") or hardware.get("logical_cores")
-        return f"{hardware.get('cpu_model', '?')} ({cores} cores, {hardware.get('architecture')})"
+        return machine_name(self.bundle.manifest.hardware)
 
     @classmethod
     def of(cls, bundle: Bundle) -> RunNumbers:
@@ -158,8 +184,24 @@ class Comparison:
         }
 
 
-def compare(directories: Sequence[Path]) -> Comparison:
-    """Read the bundles (the first is the baseline)."""
+def compare(directories: Sequence[Path]) -> Comparison | CacheComparison:
+    """Read the bundles (the first is the baseline); all must be of one kind."""
+    kinds = [bundle_kind(directory) for directory in directories]
+    for directory, kind in zip(directories[1:], kinds[1:], strict=True):
+        if kind != kinds[0]:
+            raise BundleError(
+                f"cannot compare a {kinds[0]} bundle ({directories[0]}) with a {kind} bundle "
+                f"({directory}): compare ramps with ramps, cache runs with cache runs and "
+                "cache scales with cache scales")
+    if kinds and kinds[0] != RAMP:
+        from socialbench.workloads.ramp.cachecompare import compare_cache
+
+        return compare_cache(directories)
+    return compare_ramps(directories)
+
+
+def compare_ramps(directories: Sequence[Path]) -> Comparison:
+    """Read ramp bundles (the first is the baseline)."""
     return Comparison([RunNumbers.of(read_bundle(directory)) for directory in directories])
 
 
@@ -215,8 +257,11 @@ def common_rate_columns(comparison: Comparison) -> list[str]:
     return columns
 
 
-def print_comparison(comparison: Comparison, console: Console) -> None:
+def print_comparison(comparison: Comparison | CacheComparison, console: Console) -> None:
     """The comparison as tables and one sentence per run."""
+    if not isinstance(comparison, Comparison):
+        comparison.print_to(console)
+        return
     table = Table(*HEADLINE_COLUMNS, title=f"Baseline: {comparison.baseline.label}")
     for row in headline_rows(comparison):
         table.add_row(*row)
@@ -259,7 +304,7 @@ def plot_p99(comparison: Comparison, path: Path) -> None:
     plt.close(figure)
 
 
-def _html_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def html_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
@@ -268,41 +313,58 @@ def _html_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def render_comparison(comparison: Comparison, directory: Path) -> Path:
-    """compare.html (plot embedded), the plot as PNG, and compare.json in ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    plot_p99(comparison, directory / COMPARE_PLOT)
-    (directory / COMPARE_JSON).write_text(json.dumps(comparison.to_json(), indent=2))
-    image = base64.b64encode((directory / COMPARE_PLOT).read_bytes()).decode()
-    sentences = "".join(f"<li>{html.escape(comparison.sentence(r))}</li>"
-                        for r in comparison.runs[1:])
-    sources = "".join(
-        f"<li>{html.escape(r.label)}: <a href=\"{html.escape(str(r.bundle.directory.resolve()))}"
-        f"/report.html\">{html.escape(str(r.bundle.directory))}</a></li>"
-        for r in comparison.runs
-    )
-    rates = (_html_table(common_rate_columns(comparison), common_rate_rows(comparison))
-             if comparison.common_rates else "<p>No offered rate is common to every run.</p>")
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>socialbench compare</title>
+def html_page(title: str, body: str) -> str:
+    """A self-contained comparison page around ``body``."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; }}
 table {{ border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }}
 th, td {{ border: 1px solid #ddd; padding: 0.3em 0.6em; }} th {{ background: #f4f4f4; }}
 img {{ max-width: 100%; }}</style></head><body>
-<h1>socialbench compare</h1>
-<p>Baseline: <b>{html.escape(comparison.baseline.label)}</b>; ratios are run / baseline.
-Each run contributes its best repeat. {datetime.now(UTC):%Y-%m-%d %H:%M UTC}</p>
-<ul>{sentences}</ul>
-<h2>Max rate at the SLA</h2>
-{_html_table(HEADLINE_COLUMNS, headline_rows(comparison))}
-<h2>p99 at the rates every run offered</h2>
-{rates}
-<figure><img src="data:image/png;base64,{image}" alt="p99 vs offered rate"
-  data-file="{COMPARE_PLOT}"><figcaption><a href="{COMPARE_PLOT}">{COMPARE_PLOT}</a>
-</figcaption></figure>
-<h2>Bundles</h2><ul>{sources}</ul>
+<h1>{html.escape(title)}</h1>
+{body}
 </body></html>
 """
+
+
+def html_figure(directory: Path, name: str, alt: str) -> str:
+    """The PNG ``name`` of ``directory`` embedded, with a link to its file."""
+    image = base64.b64encode((directory / name).read_bytes()).decode()
+    return (f'<figure><img src="data:image/png;base64,{image}" alt="{html.escape(alt)}"\n'
+            f'  data-file="{name}"><figcaption><a href="{name}">{name}</a>\n</figcaption>'
+            "</figure>")
+
+
+def html_sources(labelled: Sequence[tuple[str, Path]]) -> str:
+    """The compared bundles, each linked to its report."""
+    return "".join(
+        f"<li>{html.escape(label)}: <a href=\"{html.escape(str(directory.resolve()))}"
+        f"/report.html\">{html.escape(str(directory))}</a></li>"
+        for label, directory in labelled
+    )
+
+
+def render_comparison(comparison: Comparison | CacheComparison, directory: Path) -> Path:
+    """compare.html (plot embedded), the plot as PNG, and compare.json in ``directory``."""
+    if not isinstance(comparison, Comparison):
+        return comparison.render(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    plot_p99(comparison, directory / COMPARE_PLOT)
+    (directory / COMPARE_JSON).write_text(json.dumps(comparison.to_json(), indent=2))
+    sentences = "".join(f"<li>{html.escape(comparison.sentence(r))}</li>"
+                        for r in comparison.runs[1:])
+    sources = html_sources([(r.label, r.bundle.directory) for r in comparison.runs])
+    rates = (html_table(common_rate_columns(comparison), common_rate_rows(comparison))
+             if comparison.common_rates else "<p>No offered rate is common to every run.</p>")
+    body = f"""<p>Baseline: <b>{html.escape(comparison.baseline.label)}</b>; ratios are run /
+baseline. Each run contributes its best repeat. {datetime.now(UTC):%Y-%m-%d %H:%M UTC}</p>
+<ul>{sentences}</ul>
+<h2>Max rate at the SLA</h2>
+{html_table(HEADLINE_COLUMNS, headline_rows(comparison))}
+<h2>p99 at the rates every run offered</h2>
+{rates}
+{html_figure(directory, COMPARE_PLOT, "p99 vs offered rate")}
+<h2>Bundles</h2><ul>{sources}</ul>"""
     path = directory / COMPARE_HTML
-    path.write_text(page)
+    path.write_text(html_page("socialbench compare", body))
     return path
