@@ -3,6 +3,9 @@
 #   REGISTRY=ghcr.io/you/ TAG=0.1.0 docker buildx bake --push
 # One architecture into the local engine (for compose):
 #   docker buildx bake local
+# Another base (any Debian bookworm with python3, python3-venv, python-is-python3):
+#   docker buildx bake local --set '*.args.BASE_IMAGE=registry.example/python:3.11'
+# Every image with podman or docker, the store stand-ins too, cached: scripts/build-images.sh
 variable "REGISTRY" {
   default = ""              # e.g. "ghcr.io/you/" (with the trailing slash)
 }
@@ -10,7 +13,7 @@ variable "TAG" {
   default = "0.1.0"
 }
 variable "PYTHON_VERSION" {
-  default = "3.12"
+  default = "3.11"          # the base is python:<this>-slim-bookworm (the Dockerfile's BASE_IMAGE)
 }
 
 group "default" {

@@ -22,6 +22,8 @@ fi
 
 apt_packages=(nginx-light memcached redis-server wrk procps python3-venv)
 $for_tests && apt_packages+=(docker-compose chromium)
+# The compose end-to-end test's engine where no Docker runs, and its Debian-made base.
+$for_tests && apt_packages+=(podman runc netavark aardvark-dns mmdebstrap)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   case "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" in
@@ -51,6 +53,9 @@ if $for_tests; then
   esac
   # Jaeger for the tracing end-to-end test (and `socialbench up --tracing`).
   scripts/build-jaeger.sh
+  # The images of the compose end-to-end test (tests/e2e/test_compose_up.py), built
+  # with podman or docker; skipped when current (minutes the first time).
+  scripts/build-images.sh
 fi
 
 # A .venv that is a symbolic link (dangling or not) or a broken venv is made anew here.

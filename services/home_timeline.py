@@ -4,13 +4,14 @@ Redis only (as the original): the ZSET ``<user_id>:home-timeline`` (member post 
 score timestamp ms). The original's key was ``<user_id>``, in a Redis of its own; the
 suffix lets one Redis hold home timelines beside user-timeline's ``<user_id>`` ZSETs.
 A new post fans out to every follower of its author and every mentioned user, the
-author excluded, in one pipelined round trip. Undoing a failed compose removes it from
-the same recipients (the followers as they are then) the same way.
+author excluded, in one Redis command (a Lua script: one ZADD per recipient inside Redis,
+one reply). Undoing a failed compose removes it from the same recipients (the followers
+as they are then) the same way.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, cast
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, Field
@@ -18,12 +19,13 @@ from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
-from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.jsonio import JSONResponse, json_bytes
 from socialbench.runtime.models import MAX_ITEMS, Id, Timestamp
 from socialbench.runtime.timelines import (
     ReadRequest,
     check_timeline_page,
     parse_page,
+    posts_answer,
     read_posts,
 )
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
@@ -33,6 +35,13 @@ def timeline_key(user_id: int) -> str:
     return f"{user_id}:home-timeline"
 
 
+# KEYS: the recipients' timelines; ARGV: the command, then its arguments for each key.
+FAN_OUT = """
+for _, key in ipairs(KEYS) do redis.call(ARGV[1], key, unpack(ARGV, 2)) end
+return #KEYS
+"""
+
+
 class HomeTimelineService:
     """The service's logic: home timelines in Redis."""
 
@@ -40,6 +49,7 @@ class HomeTimelineService:
         self.redis = context.stores.require_redis()
         self.post_storage = context.rpc["post-storage"]
         self.social_graph = context.rpc["social-graph"]
+        self._fan_out = self.redis.register_script(FAN_OUT)
 
     async def setup(self) -> None:
         return None
@@ -49,24 +59,16 @@ class HomeTimelineService:
     ) -> None:
         """Put a post of ``user_id`` in the home timelines of its followers and mentions."""
         recipients = await self._recipients(user_id, user_mentions_id)
-        if not recipients:
-            return
-        entry = {str(post_id): timestamp}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for recipient in recipients:
-                pipe.zadd(timeline_key(recipient), entry)
-            await pipe.execute()
+        if recipients:
+            keys = [timeline_key(recipient) for recipient in recipients]
+            await self._fan_out(keys, ["ZADD", timestamp, post_id])
 
     async def remove(self, user_id: int, post_id: int, user_mentions_id: list[int]) -> None:
         """Take a post of ``user_id`` out of its followers' and mentions' home timelines."""
         recipients = await self._recipients(user_id, user_mentions_id)
-        if not recipients:
-            return
-        member = str(post_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for recipient in recipients:
-                pipe.zrem(timeline_key(recipient), member)
-            await pipe.execute()
+        if recipients:
+            keys = [timeline_key(recipient) for recipient in recipients]
+            await self._fan_out(keys, ["ZREM", post_id])
 
     async def _recipients(self, user_id: int, user_mentions_id: list[int]) -> set[int]:
         """Who gets a post of ``user_id``: its followers and mentions, not its author."""
@@ -75,11 +77,11 @@ class HomeTimelineService:
         recipients.discard(user_id)
         return recipients
 
-    async def read(self, user_id: int, start: int, stop: int) -> list[Any]:
-        """Posts ``[start, stop)`` of the user's home timeline, newest first."""
+    async def read(self, user_id: int, start: int, stop: int) -> bytes:
+        """The JSON array of posts ``[start, stop)`` of the user's home timeline, newest first."""
         check_timeline_page(start, stop)
         if stop <= start:
-            return []
+            return b"[]"
         found = await self.redis.zrevrange(timeline_key(user_id), start, stop - 1)
         post_ids = [int(member) for member in cast(list[bytes], found)]
         return await read_posts(self.post_storage, post_ids)
@@ -119,8 +121,7 @@ async def remove_home_timeline(body: RemoveRequest, service: HomeTimelineDep) ->
 @router.post("/read_home_timeline")
 async def read_home_timeline(body: ReadRequest, service: HomeTimelineDep) -> Response:
     """Posts [start, stop) of the user's home timeline, newest first."""
-    posts = await service.read(body.user_id, body.start, body.stop)
-    return JSONResponse({"posts": posts})
+    return json_bytes(posts_answer(await service.read(body.user_id, body.start, body.stop)))
 
 
 # Front-end routes (behind nginx), as the original's Lua scripts.
@@ -131,7 +132,7 @@ async def read_home_timeline(body: ReadRequest, service: HomeTimelineDep) -> Res
 async def wrk2_read(request: Request, service: HomeTimelineDep) -> Response:
     """A page of any user's home timeline: user_id, start, stop."""
     user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
-    return JSONResponse(await service.read(parse_int(user_id, "user_id"), *parse_page(start, stop)))
+    return json_bytes(await service.read(parse_int(user_id, "user_id"), *parse_page(start, stop)))
 
 
 @router.api_route("/api/home-timeline/read", methods=["GET", "POST"])
@@ -139,7 +140,7 @@ async def wrk2_read(request: Request, service: HomeTimelineDep) -> Response:
 async def api_read(request: Request, user: CurrentUser, service: HomeTimelineDep) -> Response:
     """A page of the logged-in user's home timeline."""
     start, stop = require(await form_args(request), "start", "stop")
-    return JSONResponse(await service.read(user.user_id, *parse_page(start, stop)))
+    return json_bytes(await service.read(user.user_id, *parse_page(start, stop)))
 
 
 def create_app() -> FastAPI:

@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
+from socialbench.runtime.jsonio import json_bytes
 from socialbench.runtime.models import MAX_READ_IDS, Id, Post
 
 
@@ -118,34 +119,30 @@ class DeletePostRequest(BaseModel):
     post_id: Id
 
 
-def _json(body: bytes) -> Response:
-    return Response(body, media_type="application/json")
-
-
 @router.post("/store_post")
 async def store_post(body: StorePostRequest, service: PostStorageDep) -> Response:
     """Store a new post; 409 if its id is taken."""
     await service.store_post(body.post)
-    return _json(b"{}")
+    return json_bytes(b"{}")
 
 
 @router.post("/read_post")
 async def read_post(body: ReadPostRequest, service: PostStorageDep) -> Response:
     """One post; 404 if unknown."""
-    return _json(b'{"post":' + await service.read_post_json(body.post_id) + b"}")
+    return json_bytes(b'{"post":' + await service.read_post_json(body.post_id) + b"}")
 
 
 @router.post("/read_posts")
 async def read_posts(body: ReadPostsRequest, service: PostStorageDep) -> Response:
     """Posts in the order asked, duplicates once, unknown ids left out."""
-    return _json(b'{"posts":' + await service.read_posts_json(body.post_ids) + b"}")
+    return json_bytes(b'{"posts":' + await service.read_posts_json(body.post_ids) + b"}")
 
 
 @router.post("/delete_post")
 async def delete_post(body: DeletePostRequest, service: PostStorageDep) -> Response:
     """Delete a post (undoing a failed compose); a post not stored is no error."""
     await service.delete_post(body.post_id)
-    return _json(b"{}")
+    return json_bytes(b"{}")
 
 
 def create_app() -> FastAPI:

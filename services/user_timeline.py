@@ -18,7 +18,7 @@ without it is still whole, so the markers stay.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel
@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
-from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.jsonio import JSONResponse, json_bytes
 from socialbench.runtime.models import Id, Timestamp
 from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
@@ -34,6 +34,7 @@ from socialbench.runtime.timelines import (
     ReadRequest,
     check_timeline_page,
     parse_page,
+    posts_answer,
     read_posts,
 )
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require
@@ -67,11 +68,11 @@ class UserTimelineService:
         await self.entries.delete_many({"user_id": user_id, "post_id": post_id})
         await self.redis.zrem(str(user_id), str(post_id))
 
-    async def read(self, user_id: int, start: int, stop: int) -> list[Any]:
-        """Posts ``[start, stop)`` of the user's timeline, newest first."""
+    async def read(self, user_id: int, start: int, stop: int) -> bytes:
+        """The JSON array of posts ``[start, stop)`` of the user's timeline, newest first."""
         check_timeline_page(start, stop)
         if stop <= start:
-            return []
+            return b"[]"
         return await read_posts(self.post_storage, await self.post_ids(user_id, start, stop))
 
     async def post_ids(self, user_id: int, start: int, stop: int) -> list[int]:
@@ -158,8 +159,7 @@ async def remove_user_timeline(body: RemoveRequest, service: UserTimelineDep) ->
 @router.post("/read_user_timeline")
 async def read_user_timeline(body: ReadRequest, service: UserTimelineDep) -> Response:
     """Posts [start, stop) of the user's timeline, newest first."""
-    posts = await service.read(body.user_id, body.start, body.stop)
-    return JSONResponse({"posts": posts})
+    return json_bytes(posts_answer(await service.read(body.user_id, body.start, body.stop)))
 
 
 # Front-end routes (behind nginx), as the original's Lua scripts.
@@ -170,7 +170,7 @@ async def read_user_timeline(body: ReadRequest, service: UserTimelineDep) -> Res
 async def wrk2_read(request: Request, service: UserTimelineDep) -> Response:
     """A page of any user's timeline: user_id, start, stop."""
     user_id, start, stop = require(await form_args(request), "user_id", "start", "stop")
-    return JSONResponse(await service.read(parse_int(user_id, "user_id"), *parse_page(start, stop)))
+    return json_bytes(await service.read(parse_int(user_id, "user_id"), *parse_page(start, stop)))
 
 
 @router.api_route("/api/user-timeline/read", methods=["GET", "POST"])
@@ -180,8 +180,7 @@ async def api_read(request: Request, user: CurrentUser, service: UserTimelineDep
     args = await form_args(request)
     start, stop = require(args, "start", "stop")
     user_id = parse_int(args["user_id"], "user_id") if args.get("user_id") else user.user_id
-    posts = await service.read(user_id, *parse_page(start, stop))
-    return JSONResponse(posts)
+    return json_bytes(await service.read(user_id, *parse_page(start, stop)))
 
 
 def create_app() -> FastAPI:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from socialbench.bench.cache import CacheBench
+from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
 from socialbench.bench.mongodb import MongoBench
 from socialbench.bench.stack import StackBench
@@ -22,6 +23,7 @@ DRIVER = DriverBench()
 STACK = StackBench()
 MONGODB = MongoBench()
 CACHE = CacheBench()
+DRILLS = DrillBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
 
@@ -68,9 +70,10 @@ def driver(
 def stack(
     url: Annotated[str, typer.Option(help="The local stack's front end.")] = STACK.url,
     data_dir: DataDir = STACK.data_dir,
-    connections: Annotated[int, typer.Option(min=1, help="wrk's connections.")]
+    connections: Annotated[int, typer.Option(min=1, help="The driver's connections.")]
     = STACK.connections,
-    threads: Annotated[int, typer.Option(min=1, help="wrk's threads.")] = STACK.threads,
+    processes: Annotated[int, typer.Option(min=1, help="The driver's processes.")]
+    = STACK.processes,
     duration: Annotated[int, typer.Option(
         min=1, metavar="SECONDS", help="Time per workload.")] = STACK.duration_s,
     users: Annotated[int, typer.Option(min=2, help="Users the requests draw from.")]
@@ -80,11 +83,11 @@ def stack(
     = None,
     results_dir: ResultsDir = STACK.results_dir,
 ) -> None:
-    """wrk (closed loop) against the local stack, and the stack's CPU per request."""
+    """Each workload at a fixed rate against the local stack: the stack's CPU per request."""
     from socialbench.bench.stack import NoStack, run
 
     try:
-        run(StackBench(url=url, data_dir=data_dir, connections=connections, threads=threads,
+        run(StackBench(url=url, data_dir=data_dir, connections=connections, processes=processes,
                        duration_s=duration, users=users,
                        workloads=tuple(workloads or STACK.workloads), results_dir=results_dir))
     except NoStack as exc:
@@ -137,3 +140,40 @@ def cache(
     run(CacheBench(duration_s=duration, pipelines=tuple(pipelines or CACHE.pipelines),
                    clients=clients, client_cpu=client_cpu, server_cpu=server_cpu,
                    results_dir=results_dir))
+
+
+@bench_app.command("drills")
+def drills(
+    data_dir: Annotated[Path, typer.Option(
+        help="The drills' own stack (started with empty stores, stopped after).")]
+    = DRILLS.data_dir,
+    rate: Annotated[float, typer.Option(min=1, help="The driver's rate, req/s.")] = DRILLS.rate,
+    users: Annotated[int, typer.Option(min=10, help="Users of the synthetic graph.")]
+    = DRILLS.users,
+    parts: Annotated[list[str] | None, typer.Option(
+        "--part", help=f"A part to kill; repeat for several (default: {', '.join(PARTS)}).")]
+    = None,
+    settle: Annotated[float, typer.Option(
+        min=3, metavar="SECONDS", help="Steady load before each kill (the baseline).")]
+    = DRILLS.settle_s,
+    observe: Annotated[float, typer.Option(
+        min=5, metavar="SECONDS", help="Watched after each kill.")] = DRILLS.observe_s,
+    down_up: Annotated[bool, typer.Option(
+        help="Also down and up (no --fresh), reading every timeline before and after.")]
+    = DRILLS.down_up,
+    keep_running: Annotated[bool, typer.Option(
+        "--keep-running", help="Leave the drills' stack running afterwards.")] = False,
+    results_dir: ResultsDir = DRILLS.results_dir,
+) -> None:
+    """Kill -9 each part of a local stack under load: errors, recovery, posts lost."""
+    from socialbench.bench.drills import run
+
+    config = DrillBench(data_dir=data_dir, rate=rate, users=users,
+                        parts=tuple(parts or PARTS), settle_s=settle, observe_s=observe,
+                        down_up=down_up, keep_running=keep_running, results_dir=results_dir)
+    try:
+        config.check_parts()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--part") from None
+    if not run(config).passed:
+        raise typer.Exit(1)

@@ -15,14 +15,16 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.check import check_hook
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, DriverCpus, placement
 from socialbench.cli.ramp import QUICK, SETUP_ERRORS
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.definitions.seed import seed_graph
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver import LoadConfig
-from socialbench.workloads.driver.config import default_processes, parse_duration
+from socialbench.workloads.driver.config import parse_duration
+from socialbench.workloads.driver.hostload import usable_cpus
+from socialbench.workloads.driver.placement import Placement, PlacementMode, plan_placement
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import RampConfig, Sla
 from socialbench.workloads.ramp.job import RampJob, execute
@@ -31,6 +33,25 @@ from socialbench.workloads.ramp.live import print_headline
 GRAPH = "synthetic"
 USERS = DEFAULT_USERS  # the synthetic graph's default size
 WORKLOAD = "mixed"
+SPLIT_FROM_CPUS = 4  # from here the stack keeps 3/4 of the CPUs or more when the driver leaves
+
+
+def choose_placement(cpus: list[int]) -> Placement:
+    """The demo's placement on ``cpus``, and why, in words for the reader."""
+    if len(cpus) >= SPLIT_FROM_CPUS:
+        plan = plan_placement(PlacementMode.SPLIT, available=cpus)
+        return plan.model_copy(update={"reason": (
+            f"with {len(cpus)} CPUs the driver can have {len(plan.driver_cpus)} of its own and "
+            f"the stack keeps {len(plan.stack_cpus or [])}, so the driver's send lag is its "
+            "own, not the stack's")})
+    if len(cpus) == 1:
+        return plan_placement(PlacementMode.SHARED, available=cpus,
+                              reason="one CPU: there is nothing to split")
+    return plan_placement(PlacementMode.SHARED, available=cpus, reason=(
+        f"on {len(cpus)} CPUs a split would leave the stack {len(cpus) - 1}, cutting the "
+        "capacity being measured, while the driver needs about a tenth of a core at the "
+        "demo's rates; so they share the CPUs, and each step's driver verdict says whether "
+        "the host was contended (a caveat: the latencies then include the driver's waits)"))
 
 
 def demo(
@@ -46,35 +67,42 @@ def demo(
     keep_running: Annotated[bool, typer.Option(
         "--keep-running", help="Leave the stack running afterwards (default: stop it).")]
     = False,
+    cpu_placement: Annotated[PlacementMode | None, typer.Option(
+        "--cpu-placement", help="shared or split (default: the demo chooses, and says why).")]
+    = None,
+    driver_cpus: DriverCpus = None,
 ) -> None:
     """Fresh stack, seeded graph, a quick ramp of the mixed workload, and its report."""
     console = Console(highlight=False)
     started = time.monotonic()
     stack = LocalStack(data_dir)
+    placed = (choose_placement(usable_cpus()) if cpu_placement is None and not driver_cpus
+              else placement(cpu_placement or PlacementMode.SPLIT, driver_cpus, "as asked"))
+    stack_cpus = placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None
 
     def stage(number: int, title: str) -> None:
         console.rule(f"[bold]{number}/4 {title}[/]  ({time.monotonic() - started:.0f} s)")
 
     try:
         stage(1, "starting the local stack with empty stores")
-        config = stack.restart_fresh(on_progress=lambda m: console.print(f"  {m}"))
+        console.print(f"  CPU placement: {placed.describe()}.")
+        config = stack.restart_fresh(on_progress=lambda m: console.print(f"  {m}"),
+                                     cpus=stack_cpus)
         stage(2, f"seeding the {GRAPH} graph ({USERS} users, up to {posts_per_user} posts each)")
         graph = seed_graph(config.url, GRAPH, posts_per_user, seed_value=1)
         stage(3, f"quick SLA ramp of the {WORKLOAD} workload")
         load = LoadConfig(
             url=config.url, workload=WORKLOAD, users=USERS, rate=start_rate,
             duration_s=parse_duration(QUICK["step_duration"]),
-            warmup_s=parse_duration(QUICK["warmup"]), processes=min(default_processes(), 2),
-            seed=secrets.randbits(32),
+            warmup_s=parse_duration(QUICK["warmup"]),
+            processes=min(len(placed.driver_cpus), 2), seed=secrets.randbits(32),
+            cpus=placed.driver_affinity,
         )
         ramp_config = RampConfig(
             load=load, start_rate=start_rate, step_rate=step,
             step_duration_s=load.duration_s, warmup_s=load.warmup_s,
             slas=(Sla.parse(sla),), max_steps=max_steps,
             pause_s=parse_duration(QUICK["pause"]),
-            # On a small machine the driver shares the cores with the stack; its
-            # saturation is recorded and shown in the report rather than ending the demo.
-            stop_on_saturation=False,
         )
         job = RampJob(
             config=ramp_config, label=f"demo-{WORKLOAD}", results_dir=results_dir,
@@ -83,9 +111,10 @@ def demo(
             mongodb_server=mongodb_flavour(), stack=stack.record(config.url),
             dataset=Dataset(fresh=True, graph=graph, users=USERS,
                             posts_per_user=posts_per_user, seed=1),
-            check=check_hook(stack, config.url, console),
+            check=check_hook(stack, config.url, console), placement=placed,
         )
-        result = execute(job, console)
+        with stack.placed(stack_cpus):
+            result = execute(job, console)
         stage(4, "result")
         print_headline(result, console)
         console.print(f"Took {time.monotonic() - started:.0f} s. Compare with another run: "

@@ -9,13 +9,24 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from socialbench.cli.options import model_default, percent, ratio, seconds_text
+from socialbench.cli.options import (
+    DEFAULT_DATA_DIR,
+    CpuPlacement,
+    DataDir,
+    DriverCpus,
+    model_default,
+    percent,
+    placement,
+    placement_for,
+    ratio,
+    seconds_text,
+)
 from socialbench.workloads.driver.config import (
     Distribution,
     LoadConfig,
-    default_processes,
     parse_duration,
 )
+from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.engine import RampConfig
 
 
@@ -73,17 +84,23 @@ def load(
         help="Exit 1 when errors pass this share of the requests.")]
     = percent(model_default(RampConfig, "max_error_ratio")),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live line.")] = False,
+    cpu_placement: CpuPlacement = PlacementMode.SHARED,
+    driver_cpus: DriverCpus = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Open-loop load at a fixed rate (wrk2-style): latency from each request's intended time."""
     from pydantic import ValidationError
 
+    from socialbench.stack.local import LocalStack
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
     from socialbench.workloads.driver.report import describe, live_line, print_summary
     from socialbench.workloads.driver.runner import DriverError, run_load
 
     console = Console(highlight=False, soft_wrap=True)
     error_limit = ratio(max_errors, "--max-errors")
+    stack = LocalStack(data_dir)
     try:
+        placed = placement_for(placement(cpu_placement, driver_cpus), stack.serves(url))
         config = LoadConfig(
             url=url,
             rate=rate,
@@ -94,22 +111,26 @@ def load(
             distribution=distribution,
             connections=connections,
             max_connections=max_connections,
-            processes=processes or min(default_processes(), connections),
+            processes=processes or min(len(placed.driver_cpus), connections),
             timeout_s=parse_duration(timeout),
             seed=seed if seed is not None else secrets.randbits(32),
             absolute_form=absolute_form,
+            cpus=placed.driver_affinity,
         )
         load_workload(config.workload, users=config.users, path=config.target.path)
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
 
     console.print(describe(config))
+    console.print(f"  CPU placement: {placed.describe()}")
     on_second = None if quiet else (lambda second: console.print(live_line(second)))
     try:
-        result = run_load(config, on_second)
+        with stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None):
+            result = run_load(config, on_second)
     except DriverError as exc:
         console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(1) from None
+    result = result.model_copy(update={"placement": placed})
     print_summary(result, console)
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)

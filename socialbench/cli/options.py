@@ -10,6 +10,12 @@ import typer
 from pydantic import BaseModel
 
 from socialbench.workloads.driver.config import parse_duration
+from socialbench.workloads.driver.placement import (
+    Placement,
+    PlacementMode,
+    parse_cpus,
+    plan_placement,
+)
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", envvar="SOCIALBENCH_DATA_DIR",
@@ -50,3 +56,30 @@ def seconds_text(seconds: float) -> str:
 def percent(share: float) -> str:
     """0.01 -> '1%'."""
     return f"{100 * share:g}%"
+
+
+CpuPlacement = Annotated[PlacementMode, typer.Option(
+    "--cpu-placement",
+    help="shared: the driver and the local stack on every CPU; split: on disjoint CPUs "
+    "(needs 2 or more: the driver gets a quarter, rounded up, or --driver-cpus; the stack "
+    "the rest). Recorded in the results.")]
+DriverCpus = Annotated[str | None, typer.Option(
+    "--driver-cpus", help="With --cpu-placement split: the driver's CPUs, e.g. 0 or 0-1,4.")]
+
+
+def placement(mode: PlacementMode, driver_cpus: str | None, reason: str = "") -> Placement:
+    """The placement asked for; a CPU list or a split that cannot be is the user's error."""
+    try:
+        cpus = parse_cpus(driver_cpus) if driver_cpus else None
+        return plan_placement(mode, cpus, reason=reason)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cpu-placement/--driver-cpus") from None
+
+
+def placement_for(plan: Placement, stack_serves: bool) -> Placement:
+    """``plan`` as it applies: the stack is placed only when the target is the local stack."""
+    if stack_serves:
+        return plan
+    note = "the target is not the local stack: it was not placed"
+    return plan.model_copy(update={"stack_cpus": None,
+                                   "reason": "; ".join(filter(None, [plan.reason, note]))})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,17 +16,23 @@ from socialbench.cli.check import check_hook
 from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
+    CpuPlacement,
     DataDir,
+    DriverCpus,
     duration,
     model_default,
     percent,
+    placement,
+    placement_for,
     ratio,
     seconds_text,
 )
 from socialbench.stack.local import LocalStack, StackError
 from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
+from socialbench.stack.traced import spans_to_receiver
 from socialbench.workloads.definitions.seed import SeedError, seed_graph
 from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla
 from socialbench.workloads.ramp.job import RampJob, execute
@@ -42,13 +49,13 @@ def default(field: str) -> Any:
 
 
 def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_value: int,
-                note: Callable[[str], None]) -> ResetHook:
-    """Before each repeat: empty stores, restarted stack, the graph seeded again."""
+                note: Callable[[str], None], cpus: list[int] | None = None) -> ResetHook:
+    """Before each repeat: empty stores, restarted stack (on ``cpus``), the graph seeded again."""
 
     def reset(repeat: int) -> None:
         note(f"[bold]Repeat {repeat}[/]: restarting the local stack with empty stores and "
              "seeding it (--fresh)")
-        config = stack.restart_fresh()
+        config = stack.restart_fresh(cpus=cpus)
         seed_graph(config.url, graph_spec, posts_per_user, seed_value)
 
     return reset
@@ -129,17 +136,28 @@ def ramp(
         "--absolute-form/--origin-form",
         help="Request line with http://host:port/path or /path.")]
     = load_default("absolute_form"),
+    trace_ratio: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="Trace this share of the requests (e.g. 0.01) and record each "
+        "service's latency per step; restarts the local stack traced, and back after.")]
+    = None,
+    containers: Annotated[str | None, typer.Option(
+        metavar="PROJECT", help="Per-container CPU and memory of this compose project (as "
+        "`docker compose -p PROJECT`; default project: compose), through the Docker API at "
+        "DOCKER_HOST, instead of the local stack's processes.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view.")] = False,
+    cpu_placement: CpuPlacement = PlacementMode.SHARED,
+    driver_cpus: DriverCpus = None,
 ) -> None:
     """Find the highest rate that holds the SLA: step the load up until it breaks."""
     from pydantic import ValidationError
 
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
-    from socialbench.workloads.driver.config import default_processes
 
     console = Console(highlight=False)
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")
+    stack = LocalStack(data_dir)
+    placed = placement_for(placement(cpu_placement, driver_cpus), stack.serves(url))
     source = ctx.get_parameter_source("users")
     users_given = source is not None and source.name != "DEFAULT"
     graph_users = None
@@ -157,9 +175,10 @@ def ramp(
             users=users if users_given or graph_users is None else graph_users,
             distribution=distribution,
             connections=connections, max_connections=max_connections,
-            processes=processes or min(default_processes(), connections),
+            processes=processes or min(len(placed.driver_cpus), connections),
             timeout_s=duration(timeout), seed=seed if seed is not None
             else secrets.randbits(32), absolute_form=absolute_form,
+            cpus=placed.driver_affinity,
         )
         load_workload(load.workload, users=load.users, path=load.target.path)
         config = RampConfig(
@@ -173,10 +192,13 @@ def ramp(
         )
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    stack = LocalStack(data_dir)
     if fresh and not stack.serves(url):
         raise typer.BadParameter(f"--fresh resets the local stack in {data_dir}, and {url} is "
                                  "not its front end", param_hint="--fresh")
+    if trace_ratio is not None and (not stack.serves(url) or stack.running_state() is None):
+        raise typer.BadParameter(f"--trace-ratio restarts the local stack in {data_dir} "
+                                 f"traced, and {url} is not its running front end",
+                                 param_hint="--trace-ratio")
     dataset = (
         Dataset(fresh=True, graph=graph, users=load.users, posts_per_user=posts_per_user,
                 seed=graph_seed)
@@ -184,20 +206,37 @@ def ramp(
         Dataset(fresh=False, users=load.users,
                 note="the target's data as found (not reset by the ramp; use --fresh)")
     )
-    job = RampJob(
-        config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
-        sampler=stack.sampler_factory(url), resources_source=stack.resources_source(url),
-        dataset=dataset, mongodb_server=mongodb_flavour(), stack=stack.record(url),
-        power_cmd=power_cmd,
-        reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print) if fresh
-        else None,
-        quiet=quiet, check=check_hook(stack, url, console),
-    )
+    traced = contextlib.ExitStack()  # with --trace-ratio: the stack traced, until the end
     try:
-        result = execute(job, console)
+        spans = None if trace_ratio is None else traced.enter_context(
+            spans_to_receiver(stack, trace_ratio, console.print))
     except SETUP_ERRORS as exc:
         console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(1) from None
+    sampler, resources_source = stack.sampler_factory(url), stack.resources_source(url)
+    if containers is not None:
+        from socialbench.deploy.compose import component_kinds
+        from socialbench.workloads.ramp.containers import compose_sampler_factory
+
+        sampler, resources_source = compose_sampler_factory(containers, component_kinds())
+    job = RampJob(
+        config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
+        sampler=sampler, resources_source=resources_source,
+        dataset=dataset, mongodb_server=mongodb_flavour(), stack=stack.record(url),
+        power_cmd=power_cmd,
+        reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print,
+                          placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
+        if fresh else None, placement=placed,
+        quiet=quiet, check=check_hook(stack, url, console), spans=spans,
+    )
+    try:
+        with stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None):
+            result = execute(job, console)
+    except SETUP_ERRORS as exc:
+        console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        traced.close()
     print_headline(result, console)
     if result.outcome.interrupted:
         raise typer.Exit(130)

@@ -17,6 +17,16 @@ from socialbench.deploy.yamltext import Inline, dump
 COMPOSE_FILE = "docker-compose.yml"
 ENV_FILE = "services.env"
 NGINX_FILE = "nginx.conf"
+STANDINS_FILE = "standins.env"
+
+# Local stand-ins for the official store and nginx images, with the same roles, ports,
+# commands and healthchecks: built from Debian's packages (FerretDB for MongoDB) by
+# scripts/build-images.sh from scripts/containers/NAME.Dockerfile, for a machine that
+# cannot pull from Docker Hub. Compose takes them through SOCIALBENCH_NAME_IMAGE.
+STANDIN_IMAGES = {
+    **{store.name: f"localhost/socialbench/{store.name}:bookworm" for store in stack.STORES},
+    stack.GATEWAY_HOST: f"localhost/socialbench/{stack.GATEWAY_HOST}:bookworm",
+}
 
 IMAGE = "${SOCIALBENCH_IMAGE:-socialbench:dev}"
 BUILD = {"context": "..", "dockerfile": "Dockerfile", "target": "runtime"}
@@ -33,6 +43,20 @@ See docs/deploy.md for the variables (SOCIALBENCH_WORKERS, SOCIALBENCH_LOAD_RATE
 ENV_HEADER = f"""\
 Environment of every service container (the local launcher's names).
 Generated from socialbench/registry.py by `{GENERATE_COMMAND}`."""
+STANDINS_HEADER = f"""\
+The local stand-ins for the official images (scripts/build-images.sh builds them):
+    set -a; . compose/{STANDINS_FILE}; set +a    # then docker compose ... as usual
+Generated from socialbench/deploy/compose.py by `{GENERATE_COMMAND}`."""
+
+
+def image_env(name: str) -> str:
+    """The variable that picks the image of compose service ``name``."""
+    return f"SOCIALBENCH_{name.upper().replace('-', '_')}_IMAGE"
+
+
+def _image(name: str, official: str) -> str:
+    """The official image unless the caller names another (e.g. a local stand-in)."""
+    return f"${{{image_env(name)}:-{official}}}"
 
 
 def _healthy(*names: str) -> dict[str, dict[str, str]]:
@@ -45,7 +69,7 @@ def _socialbench(command: list[str], **extra: Any) -> dict[str, Any]:
 
 def _store(store: stack.StoreDeployment) -> dict[str, Any]:
     service: dict[str, Any] = {
-        "image": store.image,
+        "image": _image(store.name, store.image),
         "command": Inline(store.command),
         "healthcheck": {"test": Inline(["CMD", *store.healthcheck]), **HEALTH_TIMING},
         "restart": "unless-stopped",
@@ -87,7 +111,7 @@ def _service(spec: registry.ServiceSpec) -> dict[str, Any]:
 
 def _gateway() -> dict[str, Any]:
     return {
-        "image": stack.GATEWAY_IMAGE,
+        "image": _image(stack.GATEWAY_HOST, stack.GATEWAY_IMAGE),
         "ports": [f"${{SOCIALBENCH_GATEWAY_PORT:-{stack.GATEWAY_PORT}}}:{stack.GATEWAY_PORT}",
                   f"${{SOCIALBENCH_MEDIA_PORT:-{stack.MEDIA_PORT}}}:{stack.MEDIA_PORT}"],
         "volumes": [f"./{NGINX_FILE}:/etc/nginx/nginx.conf:ro",
@@ -136,6 +160,14 @@ def _jaeger() -> dict[str, Any]:
     }
 
 
+def component_kinds() -> dict[str, str]:
+    """The kind of each long-running compose service, as the local stack names its parts."""
+    kinds = {store.name: "store" for store in stack.STORES}
+    kinds.update({spec.name: "service" for spec in registry.SERVICES})
+    kinds[stack.GATEWAY_HOST] = "gateway"
+    return kinds
+
+
 def compose_file() -> dict[str, Any]:
     """The compose file as data."""
     services: dict[str, Any] = {store.name: _store(store) for store in stack.STORES}
@@ -154,10 +186,19 @@ def render_compose() -> str:
     return dump(compose_file(), HEADER)
 
 
-def render_env() -> str:
-    lines = [f"# {line}" for line in ENV_HEADER.splitlines()]
-    lines += [f"{name}={value}" for name, value in stack.service_env().items()]
+def _env_text(header: str, values: dict[str, str]) -> str:
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{name}={value}" for name, value in values.items()]
     return "\n".join(lines) + "\n"
+
+
+def render_env() -> str:
+    return _env_text(ENV_HEADER, stack.service_env())
+
+
+def render_standins() -> str:
+    return _env_text(STANDINS_HEADER,
+                     {image_env(name): image for name, image in STANDIN_IMAGES.items()})
 
 
 def files() -> dict[str, str]:
@@ -166,4 +207,5 @@ def files() -> dict[str, str]:
         COMPOSE_FILE: render_compose(),
         ENV_FILE: render_env(),
         NGINX_FILE: stack.render_gateway(),
+        STANDINS_FILE: render_standins(),
     }

@@ -10,6 +10,11 @@ fails validation 400 (413 when only caps were exceeded), an unknown route or met
 404/405, and anything else 500 :class:`InternalError`, answered by
 :class:`AnswerEveryError` rather than left to Starlette, which re-raises it to uvicorn,
 which then closes the keep-alive connection under nginx (its next request got 502).
+
+Internal routes (the ones other services call) are answered by the lighter dispatch of
+:mod:`socialbench.runtime.dispatch`, the innermost middleware: the same endpoints and
+models without FastAPI's per-request machinery. Front-end and operational routes, and
+whatever that dispatch hands on, go through FastAPI.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from socialbench import registry
 from socialbench.registry import ServiceSpec
+from socialbench.runtime.dispatch import InternalRoutes
 from socialbench.runtime.errors import (
     ClientError,
     InternalError,
@@ -40,6 +46,7 @@ from socialbench.runtime.errors import (
     SocialbenchError,
     StoreError,
 )
+from socialbench.runtime.faults import add_faults
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import TOO_LARGE_ERRORS
 from socialbench.runtime.rpc import RPCClient
@@ -67,8 +74,11 @@ class ServiceLogic(Protocol):
         """Prepare the stores (indexes); called once per worker at start-up."""
 
 
-def service_logic(request: Request) -> Any:
-    """FastAPI dependency: the service's logic object (typed by each service's alias)."""
+async def service_logic(request: Request) -> Any:
+    """FastAPI dependency: the service's logic object (typed by each service's alias).
+
+    ``async``: a plain ``def`` dependency runs in the thread pool, a hop per request.
+    """
     return request.app.state.logic
 
 
@@ -113,7 +123,15 @@ def create_service_app(
         dependencies=[Depends(strict_json_body)],
     )
     app.include_router(router)
+    state = app.state
+    app.add_middleware(
+        InternalRoutes, service_app=app, public=registry.get(name).gateway_routes,
+        logic_dependency=service_logic, ignored_dependencies=(strict_json_body,),
+        logic=lambda: state.logic,
+        error_answer=lambda scope, exc: _answer_exception(state, scope, exc),
+    )
     app.add_middleware(AnswerEveryError)  # inside tracing: its span sees the 500
+    add_faults(app, name, settings)  # nothing unless a fault is set; inside tracing too
     if tracing is not None:
         app.add_middleware(TracingMiddleware, tracing=tracing)
     _add_operational_routes(app)
@@ -140,12 +158,18 @@ def _add_operational_routes(app: FastAPI) -> None:
 
 
 def _error_response(request: Request, error: SocialbenchError) -> Response:
-    context: ServiceContext | None = getattr(request.app.state, "context", None)
+    return _error_answer(request.app.state, request.scope, error)
+
+
+def _error_answer(state: Any, scope: Scope, error: SocialbenchError) -> Response:
+    """The answer to ``error`` (counted in ``/stats``) of the request ``scope``."""
+    context: ServiceContext | None = getattr(state, "context", None)
     if context is not None:
         context.errors[error.kind] += 1
     if error.status_code >= 500:
-        log.warning("%s %s: %s: %s", request.method, request.url.path, error.kind, error.message)
-    prefix = getattr(request.scope.get("endpoint"), "failure_prefix", None)
+        log.warning("%s %s: %s: %s", scope.get("method"), scope.get("path"), error.kind,
+                    error.message)
+    prefix = getattr(scope.get("endpoint"), "failure_prefix", None)
     if prefix is None:
         body = {"error": error.kind, "message": error.message}
         return JSONResponse(body, status_code=error.status_code)
@@ -204,6 +228,16 @@ class AnswerEveryError:
             error = InternalError(f"{type(exc).__name__}: {str(exc)[:200]}")
             response = _error_response(Request(scope), error)
             await response(scope, receive, send)
+
+
+def _answer_exception(state: Any, scope: Scope, exc: Exception) -> Response:
+    """The answer to an exception an endpoint raised, as the exception handlers give it."""
+    if isinstance(exc, SocialbenchError):
+        return _error_answer(state, scope, exc)
+    if isinstance(exc, STORE_ERRORS):
+        return _error_answer(state, scope, StoreError(f"{type(exc).__name__}: {exc}"))
+    log.error("%s %s: unexpected error", scope.get("method"), scope.get("path"), exc_info=exc)
+    return _error_answer(state, scope, InternalError(f"{type(exc).__name__}: {str(exc)[:200]}"))
 
 
 def _invalid_request(exc: RequestValidationError) -> ClientError:

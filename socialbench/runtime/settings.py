@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     # Share of requests at front-end routes that start a trace (others follow their caller).
     tracing_sample_ratio: float = Field(default=0.01, ge=0.0, le=1.0)
 
+    # Faults on purpose, for tests of the instruments (socialbench.runtime.faults): CPU ms
+    # burnt per request, by service, as JSON: SOCIALBENCH_FAULT_BUSY_MS='{"home-timeline": 20}'.
+    fault_busy_ms: dict[str, float] = Field(default_factory=dict)
+
     # Neighbour URLs set in the environment, by service name; read with the other settings.
     _service_urls: dict[str, str] = PrivateAttr(default_factory=_service_urls_from_env)
 
@@ -93,6 +97,16 @@ class Settings(BaseSettings):
         if len(raw) < MIN_SECRET_CHARS:
             raise ValueError(f"{JWT_SECRET_ENV} is shorter than {MIN_SECRET_CHARS} characters; "
                              "set a random one (e.g. openssl rand -hex 32)")
+        return value
+
+    @field_validator("fault_busy_ms")
+    @classmethod
+    def _known_services(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - {spec.name for spec in registry.SERVICES})
+        if unknown:
+            raise ValueError(f"no service named {', '.join(unknown)}")
+        if any(ms < 0 for ms in value.values()):
+            raise ValueError("a busy time is not negative")
         return value
 
     def url_of(self, service: str) -> str:

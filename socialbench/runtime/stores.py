@@ -2,7 +2,8 @@
 
 - Redis: ``redis.asyncio`` with the hiredis parser, one connection pool.
 - MongoDB: PyMongo's native async client (``AsyncMongoClient``), one pool.
-- memcached: aiomcache, a pool of asyncio connections (never blocks the event loop).
+- memcached: aiomcache, a pool of asyncio connections (never blocks the event loop),
+  whose waits are bounded here (:class:`BoundedMemcachePool`): aiomcache itself has none.
 
 Library errors of all three are turned into :class:`~socialbench.runtime.errors.StoreError`
 by the app factory's exception handlers, so the happy path pays nothing for the mapping.
@@ -13,13 +14,16 @@ calls in traced requests).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import aiomcache
 import redis.asyncio as aioredis
 import redis.exceptions
+from aiomcache.pool import Connection, MemcachePool
 from opentelemetry.trace import Tracer
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -37,8 +41,9 @@ STORE_ERRORS: tuple[type[Exception], ...] = (
     OSError,  # aiomcache surfaces a dead memcached as a plain OSError
 )
 
-# What memcached accepts as a key: 1-250 bytes, no whitespace or control characters.
-_MEMCACHED_KEY = re.compile(r"[^\s\x00-\x20\x7f]{1,250}")
+# What memcached accepts as a key: 1-250 bytes, no whitespace or control characters,
+# C1 controls (U+0080-U+009F) included: aiomcache refuses those too (a ValidationException).
+_MEMCACHED_KEY = re.compile(r"[^\s\x00-\x20\x7f-\x9f]{1,250}")
 
 
 def memcached_key(key: str) -> bytes | None:
@@ -52,6 +57,111 @@ def memcached_key(key: str) -> bytes | None:
 def user_id_cache_key(username: str) -> bytes | None:
     """The memcached key of ``username``'s id, shared by user and user-mention."""
     return memcached_key(f"{username}:user_id")
+
+
+class MemcachedTimeout(TimeoutError):
+    """memcached gave no connection or no answer within its bound (a ``StoreError``, 503)."""
+
+
+class _BoundedReader(asyncio.StreamReader):
+    """A memcached connection's reader: every read ends by the command's deadline, and the
+    end of the stream is an error (aiomcache's line loop would spin on it forever)."""
+
+    deadline = 0.0  # loop time by which the command in progress must be answered
+
+    async def readline(self) -> bytes:
+        async with self._bounded():
+            line = await super().readline()
+        if not line.endswith(b"\n"):
+            raise ConnectionResetError("memcached closed the connection")
+        return line
+
+    async def readexactly(self, n: int) -> bytes:
+        async with self._bounded():
+            try:
+                return await super().readexactly(n)
+            except asyncio.IncompleteReadError:
+                raise ConnectionResetError("memcached closed the connection") from None
+
+    @contextlib.asynccontextmanager
+    async def _bounded(self) -> AsyncIterator[None]:
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                yield
+        except TimeoutError:
+            raise MemcachedTimeout("memcached did not answer in time") from None
+
+
+class _BoundedWriter(asyncio.StreamWriter):
+    """A memcached connection's writer: waiting for room to write ends by the deadline."""
+
+    def __init__(self, transport: asyncio.WriteTransport, protocol: asyncio.StreamReaderProtocol,
+                 reader: _BoundedReader, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(transport, protocol, reader, loop)
+        self.bounded_reader = reader
+
+    async def drain(self) -> None:
+        async with self.bounded_reader._bounded():
+            await super().drain()
+
+
+class BoundedMemcachePool(MemcachePool):
+    """aiomcache's pool with every wait bounded by the store settings.
+
+    aiomcache has no timeout of its own: a memcached that is down, stuck or restarting
+    would hold a request forever (and a connection at end of stream spins the event loop).
+    Here connecting takes at most ``store_connect_timeout_s``, waiting for a free
+    connection ``store_wait_timeout_s``, and a command ``store_call_timeout_s`` from the
+    moment it has its connection; each failure is an ``OSError`` (a ``StoreError``, 503).
+    A connection that failed, or whose command was cancelled half-way, is closed rather
+    than reused, and new ones are opened on demand: a restarted memcached is found again.
+    """
+
+    def __init__(self, host: str, port: int, *, size: int, settings: Settings) -> None:
+        super().__init__(host, port, minsize=size, maxsize=size)
+        self.connect_timeout_s = settings.store_connect_timeout_s
+        self.call_timeout_s = settings.store_call_timeout_s
+        self.wait_timeout_s = settings.store_wait_timeout_s
+
+    async def acquire(self) -> Connection:
+        try:
+            async with asyncio.timeout(self.wait_timeout_s):
+                conn = await super().acquire()
+        except MemcachedTimeout:
+            raise  # connecting took too long
+        except TimeoutError:
+            raise MemcachedTimeout(
+                f"no memcached connection free within {self.wait_timeout_s:g} s") from None
+        assert isinstance(conn.reader, _BoundedReader)
+        conn.reader.deadline = asyncio.get_running_loop().time() + self.call_timeout_s
+        return conn
+
+    def release(self, conn: Connection) -> None:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Cancelled mid-command (aiomcache marks only an Exception): its answer may
+            # still come, and would be read as the next command's.
+            conn.reader.set_exception(ConnectionAbortedError("memcached command cancelled"))
+        super().release(conn)
+
+    async def _create_new_conn(self) -> Connection | None:
+        if self.size() >= self._maxsize:
+            return None
+        loop = asyncio.get_running_loop()
+        reader = _BoundedReader(loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                transport, _ = await loop.create_connection(
+                    lambda: protocol, self._host, self._port)
+        except TimeoutError:
+            raise MemcachedTimeout(f"could not connect to memcached at {self._host}:"
+                                   f"{self._port} within {self.connect_timeout_s:g} s") from None
+        conn = Connection(reader, _BoundedWriter(transport, protocol, reader, loop))
+        if self.size() >= self._maxsize:  # others filled the pool while this one connected
+            self._do_close(conn)
+            return None
+        return conn
 
 
 @dataclass
@@ -81,23 +191,28 @@ class Stores:
             )
         if Store.REDIS in needed:
             # A blocking pool: a burst beyond the pool waits for a connection instead of
-            # failing with "Too many connections" (redis-py's default pool).
+            # failing with "Too many connections" (redis-py's default pool). A command
+            # whose connection turns out closed (Redis restarted while it sat in the
+            # pool) is tried once more on a new connection, instead of failing.
             pool = aioredis.BlockingConnectionPool.from_url(
                 settings.redis_url,
                 max_connections=settings.redis_pool_size,
                 timeout=settings.store_wait_timeout_s,
                 socket_connect_timeout=settings.store_connect_timeout_s,
                 socket_timeout=settings.store_call_timeout_s,
+                retry_on_error=[redis.exceptions.ConnectionError],
             )
             stores.redis = (TracedRedis.traced_from_pool(pool, tracer) if tracer
                             else aioredis.Redis.from_pool(pool))
         if Store.MEMCACHED in needed:
             host, port = settings.memcached_host_port
             size = settings.memcached_pool_size
-            stores.memcached = (
+            memcached = (
                 TracedMemcached(host, port, pool_size=size, tracer=tracer) if tracer
                 else aiomcache.Client(host, port, pool_size=size)
             )
+            memcached._pool = BoundedMemcachePool(host, port, size=size, settings=settings)
+            stores.memcached = memcached
         return stores
 
     async def health(self) -> dict[str, str]:

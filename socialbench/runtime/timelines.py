@@ -2,13 +2,15 @@
 
 user-timeline and home-timeline each keep, per user, post ids ordered newest first; a
 read asks for the page ``[start, stop)`` and answers the posts, read from post-storage.
+post-storage's JSON passes through as bytes: a timeline neither decodes nor re-encodes it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
+import orjson
 from pydantic import BaseModel, Field
 
 from socialbench.runtime.errors import InvalidArgument
@@ -63,19 +65,39 @@ def _page_index(value: str, name: str) -> int | None:
     return index if index <= MAX_TIMELINE_INDEX else None
 
 
-async def read_posts(post_storage: Neighbour, post_ids: list[int]) -> list[Any]:
-    """The posts of ``post_ids`` from post-storage, in that order; no call for none.
+_POSTS_ANSWER = b'{"posts":'
 
-    A long page is asked in concurrent calls of at most ``MAX_READ_IDS`` ids each.
+
+def posts_array(answer: bytes) -> bytes:
+    """The JSON array of post-storage's ``read_posts`` answer, ``{"posts":[...]}``, as bytes.
+
+    post-storage writes that answer as exactly those bytes around the array, which is
+    sliced out without parsing; any other spelling of it (a neighbour's, a fake's) is
+    decoded and encoded again.
+    """
+    if answer.startswith(_POSTS_ANSWER) and answer.endswith(b"]}"):
+        return answer[len(_POSTS_ANSWER):-1]
+    return orjson.dumps(orjson.loads(answer)["posts"])
+
+
+async def read_posts(post_storage: Neighbour, post_ids: list[int]) -> bytes:
+    """The JSON array of the posts of ``post_ids`` from post-storage, in that order.
+
+    No call for none; a long page is asked in concurrent calls of at most
+    ``MAX_READ_IDS`` ids each.
     """
     if not post_ids:
-        return []
+        return b"[]"
     if len(post_ids) <= MAX_READ_IDS:
-        answer = await post_storage.call("read_posts", {"post_ids": post_ids})
-        posts: list[Any] = answer["posts"]
-        return posts
+        return posts_array(await post_storage.call_raw("read_posts", {"post_ids": post_ids}))
     answers = await asyncio.gather(*(
-        post_storage.call("read_posts", {"post_ids": post_ids[i:i + MAX_READ_IDS]})
+        post_storage.call_raw("read_posts", {"post_ids": post_ids[i:i + MAX_READ_IDS]})
         for i in range(0, len(post_ids), MAX_READ_IDS)
     ))
-    return [post for answer in answers for post in answer["posts"]]
+    items = (posts_array(answer)[1:-1] for answer in answers)
+    return b"[" + b",".join(item for item in items if item.strip()) + b"]"
+
+
+def posts_answer(posts: bytes) -> bytes:
+    """The answer of an internal ``read_*_timeline``: ``{"posts": <posts>}``."""
+    return _POSTS_ANSWER + posts + b"}"

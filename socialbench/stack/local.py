@@ -6,18 +6,23 @@ CPU figures all go through :class:`LocalStack`, so none of them calls a command.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import psutil
 
 from socialbench.stack import launcher
 from socialbench.stack.servers import store_durability
 from socialbench.workloads.driver.config import Target
+from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.ramp.bundle import StackRecord
 from socialbench.workloads.ramp.engine import SamplerFactory
 from socialbench.workloads.ramp.resources import ResourceSampler
@@ -108,10 +113,18 @@ class LocalStack:
                          f"({last_message or 'the supervisor wrote no state'}); "
                          f"see {config.log_dir}")
 
-    def restart_fresh(self, on_progress: Callable[[str], None] | None = None
-                      ) -> launcher.StackConfig:
-        """Stop it, empty its stores, start it again with its last configuration."""
-        return self.start(self.config, fresh=True, on_progress=on_progress)
+    def restart_fresh(self, on_progress: Callable[[str], None] | None = None, *,
+                      cpus: list[int] | None = None) -> launcher.StackConfig:
+        """Stop it, empty its stores, start it again with its last configuration, on
+        ``cpus`` (None: every CPU)."""
+        config = dataclasses.replace(self.config, cpus=cpus)
+        return self.start(config, fresh=True, on_progress=on_progress)
+
+    def restart(self, config: launcher.StackConfig,
+                on_progress: Callable[[str], None] | None = None) -> launcher.StackConfig:
+        """Stop it and start it again with ``config``, keeping its stores."""
+        self.stop()
+        return self.start(config, on_progress=on_progress)
 
     def stop(self) -> int | None:
         """Stop everything, in reverse order; the leftover process groups it had to kill.
@@ -135,6 +148,37 @@ class LocalStack:
             os.kill(supervisor, signal.SIGKILL)
         return len(leftovers)
 
+    # ------------------------------------------------------------ CPU placement
+
+    def pin(self, cpus: list[int] | None) -> int:
+        """Run every process of the running stack on ``cpus`` (None: every usable CPU).
+
+        The supervisor too, so the processes it restarts inherit them; every thread of
+        every process, since an affinity is per thread. Returns the threads pinned (0 when
+        the stack is not running).
+        """
+        state = self.running_state()
+        if state is None:
+            return 0
+        roots = [state.supervisor_pid, *(c.pid for c in state.components if c.pid)]
+        return pin_process_trees(roots, cpus or usable_cpus())
+
+    @contextlib.contextmanager
+    def placed(self, cpus: list[int] | None) -> Iterator[None]:
+        """The running stack on ``cpus`` for the block (restarts in it included: see
+        :meth:`restart_fresh`), on every CPU again after it, and when it next starts.
+        None: left where it is."""
+        if cpus:
+            self.pin(cpus)
+        try:
+            yield
+        finally:
+            if cpus:
+                self.pin(None)
+                path = self.data_dir / launcher.CONFIG_FILE
+                if path.exists():
+                    path.write_text(dataclasses.replace(self.config, cpus=None).to_json())
+
     # ------------------------------------------------------------ measuring it
 
     def serves(self, url: str) -> bool:
@@ -147,10 +191,11 @@ class LocalStack:
         if not self.serves(url):
             return None
         config = self.config
+        tracing = config.tracing or bool(config.trace_collector)
         return StackRecord(
             default_workers=config.default_workers, workers=dict(config.workers),
-            nginx_workers=config.nginx_workers, tracing=config.tracing,
-            trace_sample_ratio=config.trace_sample_ratio if config.tracing else None,
+            nginx_workers=config.nginx_workers, tracing=tracing,
+            trace_sample_ratio=config.trace_sample_ratio if tracing else None,
             durability=store_durability(self._mongodb_flavour()),
         )
 
@@ -187,3 +232,24 @@ class LocalStack:
     def resources_source(self, url: str) -> str:
         """How the bundle's per-process figures are measured, or why they are not."""
         return PSUTIL_SOURCE if self.serves(url) else f"unavailable: {NOT_SAMPLED}"
+
+
+def pin_process_trees(pids: list[int], cpus: list[int]) -> int:
+    """Set the affinity of every thread of ``pids`` and of all their descendants."""
+    processes: dict[int, psutil.Process] = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            for process in (root, *root.children(recursive=True)):
+                processes[process.pid] = process
+    pinned = 0
+    for pid in processes:
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue  # gone meanwhile
+        for tid in threads:
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, cpus)
+                pinned += 1
+    return pinned

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,8 +147,65 @@ def test_every_long_running_container_has_a_healthcheck(services: dict[str, Any]
 
 def test_third_party_images_are_pinned_official_images(services: dict[str, Any]) -> None:
     for name, image in stack.PINNED_IMAGES.items():
-        assert services[name]["image"] == image
+        if name in compose.STANDIN_IMAGES:  # the default of its variable
+            assert services[name]["image"] == f"${{{compose.image_env(name)}:-{image}}}"
+        else:
+            assert services[name]["image"] == image
         assert re.fullmatch(r"[a-z/-]+:\d+\.\d+\.\d+(-alpine)?", image), image
+
+
+def standins() -> dict[str, str]:
+    lines = (stack.COMPOSE_DIR / compose.STANDINS_FILE).read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_every_store_and_nginx_has_a_local_standin_chosen_by_a_variable() -> None:
+    assert set(compose.STANDIN_IMAGES) == {*stack.STORE_BY_NAME, stack.GATEWAY_HOST}
+    assert standins() == {compose.image_env(name): image
+                          for name, image in compose.STANDIN_IMAGES.items()}
+    containers = stack.REPO_ROOT / "scripts" / "containers"
+    for name, image in compose.STANDIN_IMAGES.items():
+        assert image.startswith("localhost/"), image  # never pulled from a registry
+        dockerfile = (containers / f"{name}.Dockerfile").read_text()
+        port = stack.STORE_BY_NAME[name].port if name in stack.STORE_BY_NAME else 80
+        assert re.search(rf"^EXPOSE {port}$", dockerfile, re.M), name
+        assert re.search(r"^FROM \$\{DEBIAN_IMAGE\}$", dockerfile, re.M), name
+
+
+def test_docker_compose_resolves_the_standins_and_keeps_the_commands() -> None:
+    env = compose_env(**{stack.SECRET_ENV: SECRET}, **standins())
+    out = subprocess.run([docker_compose(), "-f", str(COMPOSE_FILE), "config"], env=env,
+                         capture_output=True, text=True, check=True, timeout=60)
+    resolved = yaml.safe_load(out.stdout)["services"]
+    official = yaml.safe_load(subprocess.run(
+        [docker_compose(), "-f", str(COMPOSE_FILE), "config"],
+        env=compose_env(**{stack.SECRET_ENV: SECRET}), capture_output=True, text=True,
+        check=True, timeout=60).stdout)["services"]
+    for name, image in compose.STANDIN_IMAGES.items():
+        assert resolved[name]["image"] == image
+        assert official[name]["image"] == stack.PINNED_IMAGES[name]
+        # Same role: the command, healthcheck, ports and volumes do not change.
+        for key in ("command", "healthcheck", "ports", "volumes"):
+            assert resolved[name].get(key) == official[name].get(key), (name, key)
+
+
+def test_the_ferretdb_standin_takes_mongods_command(tmp_path: Path) -> None:
+    """scripts/containers/mongod: the compose command as FerretDB's flags."""
+    fake = tmp_path / "ferretdb"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    mongod = str(stack.REPO_ROOT / "scripts" / "containers" / "mongod")
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    command = stack.STORE_BY_NAME["mongodb"].command
+    out = subprocess.run([mongod, *command[1:]], env=env, capture_output=True, text=True,
+                         check=True, timeout=10)
+    flags = out.stdout.splitlines()
+    assert "--listen-addr=0.0.0.0:27017" in flags
+    assert "--handler=sqlite" in flags and "--sqlite-url=file:/data/db/" in flags
+    assert "--log-level=warn" in flags  # --quiet
+    refused = subprocess.run([mongod, "--replSet", "rs0"], env=env, capture_output=True,
+                             text=True, check=False, timeout=10)
+    assert refused.returncode == 2 and "unsupported option --replSet" in refused.stderr
 
 
 def test_optional_parts_are_under_profiles(services: dict[str, Any]) -> None:

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import threading
 import time
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
 
+import aiomcache
 import pytest
 import redis.exceptions
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pymongo.errors import PyMongoError
 
 from socialbench.registry import Store
 from socialbench.runtime.settings import Settings
-from socialbench.runtime.stores import Stores
-from socialbench.stack.servers import ServerCommand, free_port
+from socialbench.runtime.stores import STORE_ERRORS, MemcachedTimeout, Stores, memcached_key
+from socialbench.stack.servers import (
+    ServerCommand,
+    ServerProcess,
+    free_port,
+    memcached_command,
+    mongodb_command,
+    redis_command,
+)
+
+T = TypeVar("T")
 
 ALL = (Store.REDIS, Store.MEMCACHED, Store.MONGODB)
 
@@ -88,3 +105,235 @@ async def test_a_dead_or_stuck_store_fails_within_its_bounds_not_the_drivers_def
         await stores.close()
         stuck.close()
     assert waited < 10, f"waited {waited:.1f} s for a dead MongoDB and a stuck Redis"
+
+
+# ---------------------------------------------------------------- a store killed and restarted
+
+BOUNDED = {"store_connect_timeout_s": 1.0, "store_call_timeout_s": 1.0,
+           "store_wait_timeout_s": 1.0}
+
+
+def start(command: ServerCommand, log: Path) -> ServerProcess:
+    server = ServerProcess(command, log)
+    server.wait_ready()
+    return server
+
+
+def kill_9(server: ServerProcess) -> None:
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait()
+    server.stop()  # closes its log
+
+
+def in_own_thread(scenario: Callable[[], Coroutine[Any, Any, None]], timeout_s: float = 60
+                  ) -> None:
+    """Run ``scenario`` in an event loop of its own thread; fail if it never returns.
+
+    A client spinning on a closed connection never yields to its loop, so no timeout in
+    that loop could end it: only another thread can tell.
+    """
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(scenario())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    assert not thread.is_alive(), f"the memcached client did not return in {timeout_s:g} s"
+    if errors:
+        raise errors[0]
+
+
+async def first_success(call: Callable[[], Awaitable[T]], attempts: int = 50) -> tuple[T, int]:
+    """The first result of ``call`` that is not a store error, and how many failed before."""
+    for failed in range(attempts):
+        try:
+            return await call(), failed
+        except STORE_ERRORS:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"still failing after {attempts} attempts")
+
+
+def test_a_killed_memcached_fails_fast_and_is_found_again_when_restarted(
+    tmp_path: Path,
+) -> None:
+    in_own_thread(lambda: killed_memcached(tmp_path))
+
+
+async def killed_memcached(tmp_path: Path) -> None:
+    command = memcached_command(free_port(), memory_mb=16, threads=1)
+    server = start(command, tmp_path / "memcached.log")
+    stores = Stores.connect(Settings(memcached_address=command.address, memcached_pool_size=4,
+                                     **BOUNDED), (Store.MEMCACHED,))
+    memcached = stores.require_memcached()
+    try:
+        await memcached.set(b"k", b"before")
+        kill_9(server)
+        # Many requests at once, as under load: each one fails with a store error (503),
+        # none waits forever (aiomcache alone spins on the closed connections).
+        outcomes = await asyncio.wait_for(asyncio.gather(
+            *(memcached.get(f"k{i}".encode()) for i in range(50)),
+            *(memcached.set(f"k{i}".encode(), b"v") for i in range(50)),
+            return_exceptions=True), timeout=30)
+        assert all(isinstance(o, STORE_ERRORS) for o in outcomes), outcomes
+        assert (await stores.health())["memcached"].startswith("error")
+
+        server = start(command, tmp_path / "memcached-2.log")
+        _, failed = await first_success(lambda: memcached.set(b"k", b"after"))
+        assert failed == 0, "the first call after the restart should find the new memcached"
+        assert await memcached.get(b"k") == b"after"
+        assert await stores.health() == {"memcached": "ok"}
+    finally:
+        await stores.close()
+        server.stop()
+
+
+async def test_a_stuck_memcached_gives_a_timeout_not_a_wait_forever() -> None:
+    stuck = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    settings = Settings(memcached_address=f"127.0.0.1:{stuck.getsockname()[1]}",
+                        memcached_pool_size=2, **BOUNDED)
+    stores = Stores.connect(settings, (Store.MEMCACHED,))
+    try:
+        with pytest.raises(MemcachedTimeout, match="did not answer"):
+            await asyncio.wait_for(stores.require_memcached().get(b"k"), timeout=30)
+    finally:
+        await stores.close()
+        stuck.close()
+
+
+async def fake_memcached(answer: Callable[[bytes], Awaitable[bytes | None]]
+                         ) -> asyncio.Server:
+    """A server answering each command line with ``answer(line)``; None closes the connection."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            reply = await answer(line)
+            if reply is None:
+                break
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+def test_memcached_closing_mid_command_is_an_error_not_a_spin() -> None:
+    in_own_thread(closing_mid_command)
+
+
+async def closing_mid_command() -> None:
+    async def close_after_set(line: bytes) -> bytes | None:
+        return None  # read the command, close without answering
+
+    server = await fake_memcached(close_after_set)
+    port = server.sockets[0].getsockname()[1]
+    stores = Stores.connect(Settings(memcached_address=f"127.0.0.1:{port}",
+                                     memcached_pool_size=1, **BOUNDED), (Store.MEMCACHED,))
+    try:
+        with pytest.raises(ConnectionResetError):
+            # The set's value line goes out with the command; the server closes instead
+            # of answering STORED. aiomcache alone loops on the empty reads for ever.
+            await asyncio.wait_for(stores.require_memcached().set(b"k", b"v"), timeout=30)
+    finally:
+        await stores.close()
+        server.close()
+
+
+async def test_a_command_cancelled_half_way_does_not_leave_its_answer_to_the_next() -> None:
+    async def slow_for_a(line: bytes) -> bytes | None:
+        key = line.split()[1]
+        if key == b"a":
+            await asyncio.sleep(0.5)
+        return b"VALUE " + key + b" 0 1\r\n" + key.upper() + b"\r\nEND\r\n"
+
+    server = await fake_memcached(slow_for_a)
+    port = server.sockets[0].getsockname()[1]
+    stores = Stores.connect(Settings(memcached_address=f"127.0.0.1:{port}",
+                                     memcached_pool_size=1, **BOUNDED), (Store.MEMCACHED,))
+    memcached = stores.require_memcached()
+    try:
+        get_a = asyncio.create_task(memcached.get(b"a"))
+        await asyncio.sleep(0.1)
+        get_a.cancel()  # e.g. the request's client went away
+        with pytest.raises(asyncio.CancelledError):
+            await get_a
+        await asyncio.sleep(0.6)  # a's answer arrives meanwhile on the old connection
+        assert await memcached.get(b"b") == b"B"
+    finally:
+        await stores.close()
+        server.close()
+
+
+async def test_a_killed_redis_fails_fast_and_is_found_again_when_restarted(
+    tmp_path: Path,
+) -> None:
+    command = redis_command(free_port(), tmp_path / "redis")
+    server = start(command, tmp_path / "redis.log")
+    stores = Stores.connect(Settings(redis_url=f"redis://{command.address}/0",
+                                     redis_pool_size=4, **BOUNDED), (Store.REDIS,))
+    redis = stores.require_redis()
+    try:
+        await redis.set("k", "before")
+        await asyncio.gather(*(redis.ping() for _ in range(4)))  # 4 connections in the pool
+        kill_9(server)
+        with pytest.raises(STORE_ERRORS):
+            await asyncio.wait_for(redis.get("k"), timeout=30)  # one of them finds it dead
+
+        server = start(command, tmp_path / "redis-2.log")
+        # The others sat in the pool, closed by the kill: each is found closed on its
+        # next command, which goes through on a new connection.
+        values = await asyncio.gather(*(redis.get("k") for _ in range(4)))
+        assert values == [b"before"] * 4  # the append-only file kept it
+        assert await redis.set("k", "after")
+        assert await stores.health() == {"redis": "ok"}
+    finally:
+        await stores.close()
+        server.stop()
+
+
+async def test_a_killed_mongodb_fails_fast_and_is_found_again_when_restarted(
+    tmp_path: Path,
+) -> None:
+    command = mongodb_command(free_port(), tmp_path / "mongodb")
+    server = start(command, tmp_path / "mongodb.log")
+    stores = Stores.connect(Settings(mongodb_url=f"mongodb://{command.address}",
+                                     mongodb_pool_size=4, **BOUNDED), (Store.MONGODB,))
+    collection = stores.require_mongodb()["drill"]["c"]
+    try:
+        await collection.insert_one({"_id": 1, "v": "before"})
+        kill_9(server)
+        outcomes = await asyncio.wait_for(asyncio.gather(
+            *(collection.find_one({"_id": i}) for i in range(20)), return_exceptions=True),
+            timeout=60)
+        assert all(isinstance(o, STORE_ERRORS) for o in outcomes), outcomes
+
+        server = start(command, tmp_path / "mongodb-2.log")
+        document, _ = await first_success(lambda: collection.find_one({"_id": 1}))
+        assert document == {"_id": 1, "v": "before"}
+        await collection.insert_one({"_id": 2, "v": "after"})
+        assert await stores.health() == {"mongodb": "ok"}
+    finally:
+        await stores.close()
+        server.stop()
+
+
+# ---------------------------------------------------------------- memcached keys
+
+VALIDATOR = aiomcache.Client("127.0.0.1")  # only its key check is used: it never connects
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(min_size=1, max_size=260))
+def test_every_key_memcached_key_accepts_is_one_the_client_sends(text: str) -> None:
+    key = memcached_key(text)
+    if key is not None:
+        VALIDATOR._validate_key(key)  # a ValidationException (a 503) otherwise
+
+
+@pytest.mark.parametrize("name", ["a\x85b", "\x9f", "a b", "a\u2028b", "x" * 251, ""])
+def test_a_name_memcached_cannot_key_is_refused_before_the_client(name: str) -> None:
+    assert memcached_key(name) is None

@@ -1,8 +1,8 @@
 """Helpers for service tests: run the app under test in-process, fake its neighbours.
 
-The runtime's RPC client speaks real HTTP (aiohttp), so a fake neighbour listens on a
-port: a small FastAPI app served by uvicorn in the test's own event loop, so its handlers
-can share state with the test.
+The runtime's RPC client (socialbench.runtime.rpc) speaks real HTTP, so a fake neighbour
+listens on a port: a small FastAPI app served by uvicorn in the test's own event loop, so
+its handlers can share state with the test.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
-from socialbench.stack.servers import find_binary, go_bin_dirs, mongodb_flavour
+from socialbench.stack.servers import find_binary, go_bin_dirs, mongodb_flavour, port_open
 from tests.support import socialbench
 
 
@@ -156,3 +156,17 @@ def test_serve_refuses_to_start_without_a_secret() -> None:
                                 env=run_env, timeout=60, check=False)
         assert result.returncode == 2, (secret, result.stderr)
         assert JWT_SECRET_ENV in result.stderr, secret
+
+
+def test_services_start_together_after_the_stores_and_before_nginx(tmp_path: Path) -> None:
+    batches = launcher.start_batches(launcher.plan(StackConfig(data_dir=tmp_path)))
+    names = [[c.name for c in batch] for batch in batches]
+    assert names[:3] == [["redis"], ["memcached"], ["mongodb"]]
+    assert sorted(names[3]) == sorted(s.name for s in registry.SERVICES)
+    assert names[4:] == [["nginx"]]
+
+
+def test_a_free_service_offset_leaves_every_service_port_free() -> None:
+    offset = launcher.free_service_offset()
+    config = StackConfig(service_port_offset=offset)
+    assert not any(port_open("127.0.0.1", config.service_port(s)) for s in registry.SERVICES)

@@ -19,7 +19,8 @@ from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port
-from socialbench.workloads.driver import Errors
+from socialbench.workloads.driver import Errors, LoadResult
+from socialbench.workloads.driver.verdict import Contention
 from socialbench.workloads.ramp.engine import (
     Phase,
     RampOutcome,
@@ -93,14 +94,31 @@ def test_each_stop_criterion_fails_a_step(
     assert judge_step(good, config).passed
 
     errors = good.model_copy(update={"errors": Errors(timeout=good.scheduled // 50)})
-    saturated = good.model_copy(update={"saturated": True, "warnings": ["send lag p99 is 3 ms"]})
     short = good.model_copy(update={"achieved_rps": 0.9 * good.scheduled_rps})
     assert judge_step(errors, config).failures == (StopReason.ERRORS,)
     assert judge_step(short, config).failures == (StopReason.ACHIEVED,)
-    assert judge_step(saturated, config).passed  # recorded, not a stop, when told so
-    verdict = judge_step(saturated, config.model_copy(update={"stop_on_saturation": True}))
+    assert good.driver is not None
+
+    def driver(**changes: object) -> LoadResult:
+        assert good.driver is not None
+        return good.model_copy(update={"driver": good.driver.model_copy(update=changes)})
+
+    out_of_cpu = driver(verdict=Contention.DRIVER_CPU, lag_material=False,
+                        explanation="driver process 0 used 97% of a core", send_lag_p99_ms=3.0)
+    contended = driver(verdict=Contention.HOST_CONTENDED, send_lag_p99_ms=3.0,
+                       explanation="the host was contended")
+    lagging = driver(verdict=Contention.HOST_CONTENDED, send_lag_p99_ms=30.0)  # SLA: 120 ms
+    stopping = config.model_copy(update={"stop_on_saturation": True})
+    assert judge_step(out_of_cpu, config).passed  # recorded, not a stop, when told so
+    assert judge_step(out_of_cpu, config).doubts
+    verdict = judge_step(out_of_cpu, stopping)
     assert verdict.failures == (StopReason.SATURATED,)
-    assert "send lag p99 is 3 ms" in verdict.reasons[0]
+    assert "97% of a core" in verdict.reasons[0]
+    # A contended host is a caveat; lag that eats a quarter of the SLA is not.
+    assert judge_step(contended, stopping).passed and not judge_step(contended, stopping).doubts
+    verdict = judge_step(lagging, stopping)
+    assert verdict.failures == (StopReason.SATURATED,)
+    assert "send lag p99 30 ms is 25% of the SLA p99 <= 120 ms" in verdict.reasons[0]
     tight = config.model_copy(update={"slas": (Sla.parse("p50=1ms"),)})
     assert judge_step(good, tight).failures == (StopReason.SLA,)
 
@@ -113,7 +131,7 @@ def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
         "--repeat", "2", "--step-duration", "1.5s", "--warmup", "0.5s", "--pause", "0.2s",
         "--sla", "p99=200ms", "--sla", "p50=150ms", "--ignore-driver-saturation", "-P", "1",
         "-D", "constant", "--timeout", "3s", "--label", "cli run", "--results-dir",
-        str(tmp_path),
+        str(tmp_path), "--cpu-placement", "split", "--driver-cpus", "0",
     ])
 
     assert result.exit_code == 0, result.output
@@ -124,7 +142,20 @@ def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
     assert [r["stop_reason"] for r in summary["repeats"]] == ["max-rate", "max-rate"]
     assert [r["answer"]["max_rate_rps"] for r in summary["repeats"]] == [100, 100]
     assert summary["max_rate_rps"] == summary["median_max_rate_rps"] == 100
+    assert summary["mean_max_rate_rps"] == 100 and summary["repeat_max_rates_rps"] == [100, 100]
     assert summary["coefficient_of_variation"] == 0
+    assert "Repeats: 100, 100 req/s; mean 100, median 100, coefficient of variation 0.0%" in (
+        result.output)
+    assert sum(summary["driver_verdicts"].values()) == 2
+    steps = json.loads((bundle / "steps.json").read_text())
+    assert {step["driver"]["verdict"] for step in steps} <= {"clean", "host-contended"}
+    assert all(step["driver"]["cpus"] == [0] for step in steps)  # the driver was placed
+    placement = json.loads((bundle / "manifest.json").read_text())["placement"]
+    assert placement["mode"] == "split" and placement["driver_cpus"] == [0]
+    assert placement["stack_cpus"] is None  # not the local stack
+    html = (bundle / "report.html").read_text()
+    assert "Run-to-run variation" in html and "The driver's verdict" in html
+    assert "driver-cpu: a driver process used 85% or more of a core" in html
     assert set(summary["best"]["sla_values_ms"]) == {"p99", "p50"}
     assert "Max 100 req/s with p99 <= 200 ms, p50 <= 150 ms" in result.output
     # Not the local stack: CPU and memory are said to be unavailable, and why; its

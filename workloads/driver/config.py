@@ -83,6 +83,10 @@ class LoadConfig(BaseModel):
     absolute_form: bool = Field(
         True, description="Request line with http://host:port/path, as wrk2's Lua scripts send."
     )
+    cpus: tuple[int, ...] | None = Field(
+        None, min_length=1,
+        description="CPUs the worker processes run on (sched_setaffinity); None: any.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -23,6 +23,9 @@ from socialbench.workloads.driver.result import (
     SecondStats,
     judge,
 )
+from socialbench.workloads.driver.verdict import Contention, DriverVerdict, lag_is_material
+
+_SEVERITY = {Contention.CLEAN: 0, Contention.HOST_CONTENDED: 1, Contention.DRIVER_CPU: 2}
 
 
 def _completed_in_window(result: LoadResult) -> int:
@@ -84,6 +87,22 @@ def _timeline(results: Sequence[LoadResult]) -> list[SecondStats]:
     ]
 
 
+def _driver(results: Sequence[LoadResult], lag: LatencyStats,
+            latency: LatencyStats) -> DriverVerdict | None:
+    """The worst of the drivers' verdicts (a driver out of CPU spoils the sum), with every
+    driver's processes, and the lag judged against the merged p99."""
+    verdicts = [r.driver for r in results if r.driver is not None]
+    if not verdicts:
+        return None
+    worst = max(verdicts, key=lambda v: _SEVERITY[v.verdict])
+    lag_us, latency_us = lag.percentiles_us["99"], latency.percentiles_us["99"]
+    return worst.model_copy(update={
+        "workers": [w for v in verdicts for w in v.workers],
+        "send_lag_p99_ms": lag_us / 1000, "latency_p99_ms": latency_us / 1000,
+        "lag_material": lag_is_material(lag_us, latency_us),
+    })
+
+
 def _latency(parts: Sequence[LatencyStats]) -> LatencyStats:
     return LatencyStats.from_histogram(merge(p.histogram for p in parts))
 
@@ -129,6 +148,8 @@ def merge_results(results: Sequence[LoadResult]) -> LoadResult:
         saturated=False,
         warnings=[],
     )
+    merged = merged.model_copy(update={"driver": _driver(results, merged.send_lag,
+                                                         merged.latency)})
     saturated, warnings = judge(merged, completed_in_window)
     if len({r.window_s for r in results}) > 1:
         warnings.append("the drivers' measured windows differ; rates use the longest")

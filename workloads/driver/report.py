@@ -7,6 +7,7 @@ from rich.table import Table
 
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.result import PERCENTILES, LoadResult, SecondStats
+from socialbench.workloads.driver.verdict import Contention
 
 
 def duration(us: float) -> str:
@@ -40,7 +41,8 @@ def live_line(second: SecondStats) -> str:
         f"[{second.second:>4}s] sent {second.sent:>8,}/s  done {second.completed:>8,}/s  "
         f"p99 {duration(second.latency_p99_us):>9}  errors {second.errors:>6,}  "
         f"lag p99 {duration(second.send_lag_p99_us):>9}  conns {second.connections:,}  "
-        f"in flight {second.in_flight:,}  queued {second.queued:,}{phase}"
+        f"in flight {second.in_flight:,}  queued {second.queued:,}  "
+        f"driver CPU {second.driver_cpu_max:.0%}{phase}"
     )
 
 
@@ -86,6 +88,20 @@ def print_summary(result: LoadResult, console: Console) -> None:
         f"driver CPU {cpu_share:.0%} of a core; load average {load[0]:.2f} {load[1]:.2f} "
         f"{load[2]:.2f} at start on {result.host.cpus} CPUs"
     )
+    driver = result.driver
+    if driver is not None:
+        colour = {Contention.CLEAN: "green", Contention.HOST_CONTENDED: "yellow",
+                  Contention.DRIVER_CPU: "red"}[driver.verdict]
+        console.print(f"  Driver verdict: [bold {colour}]{driver.verdict.value}[/] — "
+                      f"{driver.explanation}" + (f". {driver.advice}" if driver.advice else ""))
+        host = driver.host
+        if host is not None:
+            console.print(
+                f"  Host over the run (CPU {','.join(map(str, host.cpus))}): "
+                f"{host.busy_share:.0%} busy, {host.steal_share:.0%} steal, "
+                f"{host.runnable_mean:.1f} runnable tasks on {host.online_cpus} CPUs; "
+                "driver processes at " + ", ".join(
+                    f"{w.cpu_share:.0%}" for w in driver.workers) + " of a core")
     for warning in result.warnings:
         console.print(f"[bold red]WARNING[/]: {warning}")
     if result.saturated:

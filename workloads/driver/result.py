@@ -22,10 +22,17 @@ from pydantic import BaseModel, Field
 from socialbench import __version__
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.histogram import decode, encode, merge
+from socialbench.workloads.driver.hostload import HostLoad
+from socialbench.workloads.driver.placement import Placement
+from socialbench.workloads.driver.verdict import (
+    Contention,
+    DriverVerdict,
+    WorkerLoad,
+    judge_driver,
+)
 from socialbench.workloads.driver.worker import SecondReport, WorkerReport
 
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 99.999, 100.0)
-MAX_SEND_LAG_P99_US = 1000  # beyond this the driver is not sending on schedule
 MIN_ACHIEVED_RATIO = 0.99
 
 
@@ -110,6 +117,8 @@ class SecondStats(BaseModel):
     in_flight: int
     queued: int
     latency_p50_us: int = 0  # for the ramp's live view
+    driver_cpu_max: float = 0.0  # the busiest worker's CPU in the second (1 = a core)
+    host_busy: float | None = None  # busy share of the driver's CPUs over the last second
 
 
 class HostInfo(BaseModel):
@@ -161,8 +170,16 @@ class LoadResult(BaseModel):
     precise_timer: bool = Field(description="timerfd wake-ups (False: 1 ms loop timers).")
     host: HostInfo
     timeline: list[SecondStats]
-    saturated: bool = Field(description="True when the result is not to be trusted.")
+    saturated: bool = Field(
+        description="True when the result is not to be trusted: the driver out of CPU, its "
+                    "send lag a material share of the p99, or far fewer answers than offered.")
     warnings: list[str]
+    driver: DriverVerdict | None = Field(
+        default=None, description="Why the driver sent late, if it did: driver-cpu, "
+                                  "host-contended or clean (None: an older result).")
+    placement: Placement | None = Field(
+        default=None, description="Which CPUs the driver and the stack had (socialbench load "
+                                  "--cpu-placement); None: not recorded.")
 
     @property
     def error_ratio(self) -> float:
@@ -186,6 +203,7 @@ def merge_seconds(reports: Sequence[SecondReport], warmup_s: float) -> SecondSta
         connections=sum(r.connections for r in reports),
         in_flight=sum(r.in_flight for r in reports),
         queued=sum(r.queued for r in reports),
+        driver_cpu_max=max(r.cpu_s for r in reports),
     )
 
 
@@ -197,6 +215,7 @@ def build_result(
     started_at: datetime,
     elapsed_s: float,
     host: HostInfo,
+    host_load: HostLoad | None = None,
 ) -> LoadResult:
     """Merge the workers' reports into one result, and judge whether it can be trusted."""
     status: Counter[int] = Counter()
@@ -244,20 +263,46 @@ def build_result(
         saturated=False,
         warnings=[],
     )
+    verdict = judge_driver(
+        [worker_load(r) for r in reports], host_load, result.send_lag.percentiles_us["99"],
+        result.latency.percentiles_us["99"],
+    )
+    result = result.model_copy(update={"driver": verdict})
     saturated, warnings = judge(result, completed_in_window)
     return result.model_copy(update={"saturated": saturated, "warnings": warnings})
 
 
+def worker_load(report: WorkerReport) -> WorkerLoad:
+    """A worker's CPU and run-queue wait as shares of its sending time."""
+    span = report.sending_s
+    return WorkerLoad(
+        worker=report.worker,
+        cpus=report.cpus or [],
+        cpu_share=report.cpu_s / span if span else 0.0,
+        wait_share=report.wait_s / span if span and report.wait_s is not None else None,
+    )
+
+
 def judge(result: LoadResult, completed_in_window: int) -> tuple[bool, list[str]]:
-    """Whether the result is not to be trusted, and every warning for the reader."""
+    """Whether the result is not to be trusted, and every warning for the reader.
+
+    Untrustworthy: the driver out of CPU, its send lag a material share of the measured
+    p99 (workloads/driver/verdict.py), or far fewer answers than offered. A contended host
+    is a caveat (``result.driver`` says so), not a reason to distrust the result.
+    """
     warnings = []
-    lag_p99 = result.send_lag.percentiles_us["99"]
-    if lag_p99 > MAX_SEND_LAG_P99_US:
+    saturated = False
+    driver = result.driver
+    if driver is not None and driver.verdict is Contention.DRIVER_CPU:
+        warnings.append(f"{driver.explanation}; {driver.advice}")
+        saturated = True
+    if driver is not None and driver.lag_material:
         warnings.append(
-            f"send lag p99 is {lag_p99 / 1000:.2f} ms (> {MAX_SEND_LAG_P99_US / 1000:g} ms): "
-            "the driver itself is saturated and did not send on schedule; "
-            "use more processes or a lower rate"
+            f"send lag p99 {driver.send_lag_p99_ms:.3g} ms is {driver.lag_share_of_p99:.0%} of "
+            f"the measured p99 {driver.latency_p99_ms:.3g} ms: the driver's own lateness is a "
+            "material part of these latencies"
         )
+        saturated = True
     # Responses in the window, corrected for the requests in flight at its edges (Little's
     # law: without a warm-up, rate x latency requests are still out at the end), so a slow
     # but keeping-up target is not flagged; a growing backlog, drops and failures are.
@@ -268,7 +313,7 @@ def judge(result: LoadResult, completed_in_window: int) -> tuple[bool, list[str]
             f"{result.scheduled_rps:,.1f} req/s: the driver (or the target) could not keep up, "
             "so these latencies are not those of the offered rate"
         )
-    saturated = bool(warnings)
+        saturated = True
     if result.errors.dropped:
         warnings.append(
             f"{result.errors.dropped:,} requests dropped: all {result.peak_connections:,} "

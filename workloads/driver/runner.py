@@ -25,6 +25,7 @@ from multiprocessing.connection import wait
 from typing import Protocol, TypeVar
 
 from socialbench.workloads.driver.config import LoadConfig
+from socialbench.workloads.driver.hostload import HostSampler, usable_cpus
 from socialbench.workloads.driver.result import (
     HostInfo,
     LoadResult,
@@ -92,9 +93,13 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
         await_ready(workers, _receive, DriverError, "driver")
         start_ns = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
         started_at = datetime.now(UTC) + timedelta(seconds=START_MARGIN_S)
+        # /proc over the sending time (warm-up and window), on the CPUs the driver may use.
+        sampler = HostSampler(list(config.cpus or usable_cpus()), time.monotonic() + START_MARGIN_S,
+                              config.warmup_s + config.duration_s)
         for worker in workers:
             worker.pipe.send(("start", start_ns))
-        reports, timeline = _collect(workers, config, on_second)
+        with sampler:
+            reports, timeline = _collect(workers, config, on_second, sampler)
         elapsed_s = (time.perf_counter_ns() - start_ns) / 1e9
     except BaseException:
         stop_workers(workers, wait_s=0.0)
@@ -102,7 +107,8 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
     stop_workers(workers, wait_s=5.0)
     host = host.model_copy(update={"loadavg_end": os.getloadavg()})
     return build_result(
-        config, reports, timeline, started_at=started_at, elapsed_s=elapsed_s, host=host
+        config, reports, timeline, started_at=started_at, elapsed_s=elapsed_s, host=host,
+        host_load=sampler.load(),
     )
 
 
@@ -144,7 +150,8 @@ def await_ready(workers: Sequence[W], receive: Callable[[W], tuple[str, object]]
 
 
 def _collect(
-    workers: list[_Worker], config: LoadConfig, on_second: SecondCallback | None
+    workers: list[_Worker], config: LoadConfig, on_second: SecondCallback | None,
+    sampler: HostSampler,
 ) -> tuple[list[WorkerReport], list[SecondStats]]:
     run_s = config.warmup_s + config.duration_s + config.timeout_s + START_MARGIN_S
     deadline = time.monotonic() + run_s + FINISH_GRACE_S
@@ -154,6 +161,7 @@ def _collect(
     timeline: list[SecondStats] = []
 
     def _emit(stats: SecondStats) -> None:
+        stats.host_busy = sampler.last_second_busy
         timeline.append(stats)
         if on_second is not None:
             on_second(stats)

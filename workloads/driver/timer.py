@@ -59,9 +59,11 @@ def prefer_short_waits() -> None:
     libc.prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
     number = SYS_SCHED_SETATTR.get(platform.machine())
     if number is not None:
-        # struct sched_attr (56 bytes): size, policy SCHED_OTHER, flags, nice, priority,
-        # runtime (the slice), deadline, period, util min and max
-        attr = struct.pack("IIQiIQQQII", 56, 0, 0, 0, 0, SHORT_SLICE_NS, 0, 0, 0, 0)
+        # struct sched_attr (56 bytes): size, policy SCHED_OTHER, flags, nice (kept as the
+        # process was started with it), priority, runtime (the slice), deadline, period,
+        # util min and max
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+        attr = struct.pack("IIQiIQQQII", 56, 0, 0, nice, 0, SHORT_SLICE_NS, 0, 0, 0, 0)
         libc.syscall(number, 0, ctypes.create_string_buffer(attr, len(attr)), 0)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import random
 import resource
 import signal
@@ -24,6 +25,7 @@ import uvloop
 from socialbench.workloads.definitions.core import Workload, load_workload
 from socialbench.workloads.driver.config import Distribution, LoadConfig, share
 from socialbench.workloads.driver.histogram import encode
+from socialbench.workloads.driver.hostload import run_queue_wait_s
 from socialbench.workloads.driver.http import RequestEncoder
 from socialbench.workloads.driver.pool import Pool
 from socialbench.workloads.driver.schedule import NS_PER_S, Schedule
@@ -51,6 +53,7 @@ class SecondReport:
     connections: int
     in_flight: int
     queued: int
+    cpu_s: float = 0.0  # CPU time of the worker during the second
 
 
 @dataclass
@@ -71,8 +74,11 @@ class WorkerReport:
     latency: str
     service_time: str
     send_lag: str
-    cpu_s: float
+    cpu_s: float  # over its sending time (warm-up and window)
     precise_timer: bool
+    sending_s: float = 0.0  # wall time from the start to the end of the window (cpu_s too)
+    wait_s: float | None = None  # time in a run queue meanwhile (None: not measurable)
+    cpus: list[int] | None = None  # the CPUs it could run on
 
 
 class Sender:
@@ -163,6 +169,8 @@ def worker_main(config_json: str, index: int, control: Pipe) -> None:
     prefer_short_waits()
     try:
         config = LoadConfig.model_validate_json(config_json)
+        if config.cpus:  # before the loop starts any thread: they all inherit it
+            os.sched_setaffinity(0, config.cpus)
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             report = runner.run(_run(config, index, control))
         control.send(("result", report))
@@ -221,19 +229,24 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
     ticker = SecondTicker(index, start_ns, pool, stats, control)
     ticking = loop.create_task(ticker.run())
     maintaining = loop.create_task(_maintain(pool, stats))
-    cpu_start = time.process_time()
+    cpu_start, wait_start, wall_start = time.process_time(), run_queue_wait_s(), clock()
     sender.start()
     try:
         await sender.done
         in_flight_at_end = pool.busy
         cpu_s = time.process_time() - cpu_start
+        sending_s = (clock() - wall_start) / NS_PER_S
+        wait_end = run_queue_wait_s()
+        wait_s = wait_end - wait_start if wait_start is not None and wait_end is not None else None
         await pool.drain(until_ns=stats.window_end_ns + pool.timeout_ns)
     finally:
         ticking.cancel()
         maintaining.cancel()
         pool.finish()
     ticker.send()
-    return _report(index, stats, pool, in_flight_at_end, cpu_s, sender.waker.precise)
+    report = _report(index, stats, pool, in_flight_at_end, cpu_s, sender.waker.precise)
+    report.sending_s, report.wait_s = sending_s, wait_s
+    return report
 
 
 def _report(
@@ -258,6 +271,7 @@ def _report(
         send_lag=encode(stats.send_lag.total),
         cpu_s=cpu_s,
         precise_timer=precise,
+        cpus=sorted(os.sched_getaffinity(0)),
     )
 
 
@@ -290,6 +304,7 @@ class SecondTicker:
         self.stats = stats
         self.control = control
         self.second = 1
+        self.cpu_s = time.process_time()
 
     async def run(self) -> None:
         while True:
@@ -301,6 +316,7 @@ class SecondTicker:
         """Report the time since the last report as the next second."""
         stats, pool = self.stats, self.pool
         sent, completed, errors = stats.take_second()
+        cpu_s, self.cpu_s = self.cpu_s, time.process_time()
         report = SecondReport(
             worker=self.index,
             second=self.second,
@@ -312,6 +328,7 @@ class SecondTicker:
             connections=pool.open,
             in_flight=pool.busy,
             queued=len(pool.queue),
+            cpu_s=self.cpu_s - cpu_s,
         )
         self.control.send(("second", report))
         self.second += 1

@@ -6,6 +6,8 @@
                        percentiles, send lag, SLA verdict, CPU and memory, energy)
     steps.csv          the same, one flat row per step
     resources.csv      CPU seconds and peak memory per component per step
+    latency-by-service.csv  with ramp --trace-ratio: each service's exclusive time (p50,
+                       p99) per endpoint per step, from the traces (also in steps.json)
     summary.json       the answer: max rate at the SLA and its p99, per repeat and overall
     histograms/*.hlog  one HdrHistogram interval log per step (latency from the intended
                        send time, µs)
@@ -21,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,8 @@ from socialbench import __version__
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
+from socialbench.workloads.driver.placement import Placement
+from socialbench.workloads.driver.verdict import Contention
 from socialbench.workloads.ramp.bottleneck import (
     ComponentLoad,
     Limit,
@@ -47,6 +52,12 @@ from socialbench.workloads.ramp.engine import (
     RampRun,
     StepRun,
     StopReason,
+)
+from socialbench.workloads.ramp.spans import (
+    SERVICE_TIME_COLUMNS,
+    SERVICE_TIME_CSV,
+    LatencyByService,
+    service_time_rows,
 )
 
 SCHEMA_VERSION = 1
@@ -83,7 +94,8 @@ class StackRecord(Strict):
     default_workers: int = Field(description="uvicorn workers of each service not listed.")
     workers: dict[str, int] = Field(description="Services given their own worker count.")
     nginx_workers: str
-    tracing: bool = Field(description="Services sent spans to Jaeger during the run.")
+    tracing: bool = Field(description="Services sent spans during the run (to Jaeger, or "
+                                      "to the ramp's receiver: ramp --trace-ratio).")
     trace_sample_ratio: float | None = Field(
         description="Share of front-end requests traced, when tracing.")
     durability: dict[str, dict[str, str]] = Field(
@@ -109,6 +121,9 @@ class Manifest(Strict):
     software: dict[str, Any]
     resources_source: str = Field(description="How per-component CPU and memory were measured.")
     energy_source: str = Field(description="How energy was measured, or why it was not.")
+    placement: Placement | None = Field(
+        default=None, description="Which CPUs the driver had and which the stack had "
+                                  "(--cpu-placement); None: not recorded (an older bundle).")
 
 
 class ComponentRecord(Strict):
@@ -151,6 +166,47 @@ class BottleneckRecord(Strict):
     suggestion: str | None = None
 
 
+class DriverRecord(Strict):
+    """The driver's verdict on a step (workloads/driver/verdict.py) and the ramp's trust."""
+
+    verdict: Contention = Field(description="driver-cpu, host-contended or clean.")
+    explanation: str
+    advice: str
+    cpu_max: float = Field(description="The busiest driver process's CPU (1 = a core).")
+    run_queue_wait_max: float | None = Field(
+        description="The longest share of its time a driver process waited for a CPU.")
+    cpus: list[int] = Field(description="The CPUs the driver processes could run on.")
+    host_busy: float | None = Field(description="Busy share of those CPUs over the step.")
+    host_steal: float | None = Field(description="Steal share of those CPUs over the step.")
+    host_runnable: float | None = Field(description="Runnable tasks on the machine, mean.")
+    send_lag_p99_ms: float
+    lag_share_of_sla: float = Field(description="Send-lag p99 / the tightest SLA threshold.")
+    trusted: bool = Field(description="False: the step's result cannot be trusted (doubts).")
+    doubts: list[str]
+
+
+def driver_record(step: StepRun) -> DriverRecord | None:
+    """The bundle's record of the driver's verdict (None for a result without one)."""
+    driver = step.result.driver
+    if driver is None:
+        return None
+    tightest_sla_ms = min((sla.threshold_ms for sla in step.slas), default=0.0)
+    host = driver.host
+    waits = [w.wait_share for w in driver.workers if w.wait_share is not None]
+    return DriverRecord(
+        verdict=driver.verdict, explanation=driver.explanation, advice=driver.advice,
+        cpu_max=max((w.cpu_share for w in driver.workers), default=0.0),
+        run_queue_wait_max=max(waits) if waits else None,
+        cpus=sorted({cpu for w in driver.workers for cpu in w.cpus}),
+        host_busy=host.busy_share if host else None,
+        host_steal=host.steal_share if host else None,
+        host_runnable=host.runnable_mean if host else None,
+        send_lag_p99_ms=driver.send_lag_p99_ms,
+        lag_share_of_sla=driver.send_lag_p99_ms / tightest_sla_ms if tightest_sla_ms else 0.0,
+        trusted=not step.verdict.doubts, doubts=list(step.verdict.doubts),
+    )
+
+
 class ErrorRecord(Strict):
     connect: int
     read: int
@@ -189,14 +245,20 @@ class StepRecord(Strict):
     passed: bool
     failures: list[StopReason]
     reasons: list[str]
-    saturated: bool
+    saturated: bool = Field(description="The step's result cannot be trusted (driver.doubts); "
+                                        "kept for older readers: driver.verdict explains.")
     warnings: list[str]
+    driver: DriverRecord | None = Field(
+        default=None, description="The driver's verdict: driver-cpu, host-contended or clean.")
     driver_cpu_seconds: float
     peak_connections: int
     responses_in_span: int
     resources: ResourceRecord
     bottleneck: BottleneckRecord | None = None
     energy: EnergyRecord
+    latency_by_service: LatencyByService | None = Field(
+        default=None, description="Each service's exclusive time per endpoint, from the "
+                                  "step's traces (ramp --trace-ratio); None untraced.")
     histogram_log: str
     raw_result: str
 
@@ -237,8 +299,17 @@ class Summary(Strict):
     stop_reason: StopReason | None = Field(description="Why the best (or only) repeat stopped.")
     repeats: list[RepeatSummary]
     median_max_rate_rps: float | None
-    coefficient_of_variation: float | None
-    saturated_steps: int
+    mean_max_rate_rps: float | None = Field(
+        default=None, description="Mean of the finished repeats' answers (0 where none held).")
+    repeat_max_rates_rps: list[float] = Field(
+        default_factory=list, description="Each finished repeat's max rate at the SLA (0 where "
+                                          "no tested rate held it): what the mean and CV are of.")
+    coefficient_of_variation: float | None = Field(
+        description="Sample standard deviation / mean of repeat_max_rates_rps (2+ repeats).")
+    saturated_steps: int = Field(description="Steps whose result could not be trusted.")
+    driver_verdicts: dict[str, int] = Field(
+        default_factory=dict, description="Steps per driver verdict (driver-cpu, "
+                                          "host-contended, clean).")
     energy_note: str
     resources_note: str
     check: CheckResult | None = Field(
@@ -317,8 +388,9 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
         passed=step.passed,
         failures=list(step.verdict.failures),
         reasons=list(step.verdict.reasons),
-        saturated=result.saturated,
+        saturated=bool(step.verdict.doubts) if result.driver else result.saturated,
         warnings=result.warnings,
+        driver=driver_record(step),
         driver_cpu_seconds=result.driver_cpu_s,
         peak_connections=result.peak_connections,
         responses_in_span=responses,
@@ -391,8 +463,14 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
         stop_reason=reference.stop_reason if reference else None,
         repeats=repeats,
         median_max_rate_rps=outcome.median_rps,
+        mean_max_rate_rps=outcome.mean_rps,
+        repeat_max_rates_rps=outcome.answers,
         coefficient_of_variation=outcome.coefficient_of_variation,
         saturated_steps=sum(record.saturated for record in records),
+        driver_verdicts={
+            verdict.value: count for verdict in Contention
+            if (count := sum(1 for r in records if r.driver and r.driver.verdict is verdict))
+        },
         energy_note="; ".join(energy_notes) or "measured",
         resources_note="; ".join(resource_notes) or "measured",
     )
@@ -423,6 +501,8 @@ CSV_COLUMNS = (
     "errors_read", "errors_timeout", "errors_dropped", "errors_status", "error_ratio",
     *(f"p{key}_ms" for key in LATENCY_KEYS), "mean_ms", "service_p50_ms", "service_p99_ms",
     "send_lag_p50_ms", "send_lag_p99_ms", "send_lag_max_ms", "passed", "failures", "saturated",
+    "driver_verdict", "driver_cpu_max", "driver_host_busy", "driver_host_steal",
+    "send_lag_share_of_sla",
     "stack_cpu_seconds", "cpu_ms_per_request", "energy_joules", "joules_per_request",
     "driver_cpu_seconds", "histogram_log",
 )
@@ -447,6 +527,11 @@ def csv_row(record: StepRecord) -> dict[str, Any]:
         "send_lag_max_ms": record.send_lag_ms["100"],
         "passed": record.passed, "failures": ";".join(record.failures),
         "saturated": record.saturated,
+        "driver_verdict": record.driver.verdict.value if record.driver else None,
+        "driver_cpu_max": record.driver.cpu_max if record.driver else None,
+        "driver_host_busy": record.driver.host_busy if record.driver else None,
+        "driver_host_steal": record.driver.host_steal if record.driver else None,
+        "send_lag_share_of_sla": record.driver.lag_share_of_sla if record.driver else None,
         "stack_cpu_seconds": record.resources.stack_cpu_seconds,
         "cpu_ms_per_request": record.resources.cpu_ms_per_request,
         "energy_joules": record.energy.joules,
@@ -524,6 +609,8 @@ class BundleWriter(RampObserver):
         self.directory = directory
         self.manifest = manifest
         self.records: list[StepRecord] = []
+        # A step's latency by service, when its traces are collected (ramp --trace-ratio).
+        self.latency_by_service: Callable[[StepRun], LatencyByService] | None = None
         directory.mkdir(parents=True, exist_ok=False)
         (directory / HISTOGRAMS).mkdir()
         (directory / RAW).mkdir()
@@ -532,6 +619,13 @@ class BundleWriter(RampObserver):
 
     def step_finished(self, step: StepRun) -> None:
         record = step_record(step, self.manifest.stack, self.manifest.hardware.get("usable_cores"))
+        if self.latency_by_service is not None:
+            record.latency_by_service = self.latency_by_service(step)
+            _write_csv(self.directory / SERVICE_TIME_CSV, SERVICE_TIME_COLUMNS, [
+                row for r in [*self.records, record] if r.latency_by_service
+                for row in service_time_rows(
+                    {"repeat": r.repeat, "index": r.index, "phase": r.phase.value,
+                     "offered_rps": r.offered_rps}, r.latency_by_service)])
         self.records.append(record)
         (self.directory / record.raw_result).write_text(step.result.model_dump_json())
         write_histogram_log(self.directory / record.histogram_log, step)

@@ -8,7 +8,10 @@ rate by ``step_rate`` and repeat, and stop at the first step that fails:
 - achieved below ``min_achieved_ratio`` of the realised schedule (the offered rate as the
   arrival process drew it, so a Poisson count's variance is not taken for a shortfall),
 - errors above ``max_error_ratio`` of the requests,
-- the driver reporting its own result untrustworthy (``saturated``).
+- the driver's result untrustworthy (:func:`driver_doubts`): a driver process out of CPU
+  (verdict ``driver-cpu``), or its send-lag p99 above 10% of the tightest SLA threshold.
+  A contended host (verdict ``host-contended``) is a caveat recorded with the step, not
+  a stop: the latencies, counted from the intended send times, already include it.
 
 The answer is the last passing step. With ``refine`` the rate is then bisected between
 the last passing and the first failing rate down to ``resolution``, and the answer is
@@ -32,6 +35,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
+from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE, Contention, lag_is_material
 from socialbench.workloads.ramp.energy import EnergyMeter, EnergyReading
 from socialbench.workloads.ramp.resources import ComponentUsage, ResourceSampler
 
@@ -97,7 +101,7 @@ class StopReason(StrEnum):
     SLA = "sla"  # a latency percentile above its threshold
     ACHIEVED = "achieved"  # achieved below the minimum share of the offered rate
     ERRORS = "errors"  # errors above the maximum share of the requests
-    SATURATED = "driver-saturated"  # the driver says its result is not to be trusted
+    SATURATED = "driver-saturated"  # the driver's result is not to be trusted (driver_doubts)
     MAX_RATE = "max-rate"  # the configured maximum rate held the SLA
     MAX_STEPS = "max-steps"  # the configured number of steps held the SLA
     DRIVER_ERROR = "driver-error"  # the driver could not run (target down, worker died)
@@ -126,7 +130,9 @@ class RampConfig(BaseModel):
     slas: tuple[Sla, ...] = Field(default=(Sla.parse(DEFAULT_SLA),), min_length=1)
     max_error_ratio: float = Field(default=0.01, ge=0, le=1)
     min_achieved_ratio: float = Field(default=0.95, gt=0, le=1)
-    stop_on_saturation: bool = Field(default=True, description="A saturated driver fails the step.")
+    stop_on_saturation: bool = Field(
+        default=True, description="A step whose driver result cannot be trusted (driver out "
+                                  "of CPU, or send lag material to the SLA) fails.")
     max_rate: float | None = Field(default=None, gt=0, description="Never offer more than this.")
     max_steps: int = Field(default=50, ge=1, description="Ramp steps per repeat at most.")
     refine: bool = False
@@ -155,6 +161,7 @@ class Verdict:
 
     failures: tuple[StopReason, ...] = ()
     reasons: tuple[str, ...] = ()
+    doubts: tuple[str, ...] = ()  # why the driver's result cannot be trusted, stop or not
 
     @property
     def passed(self) -> bool:
@@ -164,6 +171,32 @@ class Verdict:
 def sla_values_ms(result: LoadResult, slas: Sequence[Sla]) -> dict[str, float]:
     """Each SLA's percentile of the step's latency (from the intended send time), in ms."""
     return {sla.key: result.latency.percentile_us(sla.percentile) / 1000 for sla in slas}
+
+
+def driver_doubts(result: LoadResult, slas: Sequence[Sla]) -> list[str]:
+    """Why the step's result cannot be trusted against its SLA (empty: it can).
+
+    The driver out of CPU, or its send-lag p99 a material share (over 10%, and over
+    0.5 ms) of the tightest SLA threshold: lag only adds to latencies counted from the
+    intended send time, so it can fail a step, and a pass holds whatever the lag.
+    """
+    driver = result.driver
+    if driver is None:  # a result from before the verdict: its own flag
+        return [f"the driver reports itself saturated: {result.warnings[0]}"
+                if result.warnings else "the driver reports itself saturated"
+                ] if result.saturated else []
+    doubts = []
+    if driver.verdict is Contention.DRIVER_CPU:
+        doubts.append(f"{driver.explanation}; {driver.advice}")
+    tightest = min(slas, key=lambda sla: sla.threshold_ms)
+    if lag_is_material(driver.send_lag_p99_ms * 1000, tightest.threshold_ms * 1000):
+        doubts.append(
+            f"send lag p99 {format_ms(driver.send_lag_p99_ms)} is "
+            f"{driver.send_lag_p99_ms / tightest.threshold_ms:.0%} of the SLA {tightest} "
+            f"(more than {MATERIAL_LAG_SHARE:.0%}): the driver's lateness may decide the "
+            f"step ({driver.verdict.value}: {driver.advice or driver.explanation})"
+        )
+    return doubts
 
 
 def judge_step(result: LoadResult, config: RampConfig) -> Verdict:
@@ -189,10 +222,11 @@ def judge_step(result: LoadResult, config: RampConfig) -> Verdict:
             f"{result.errors.total:,} errors ({result.error_ratio:.2%} of the requests) exceed "
             f"{config.max_error_ratio:.2%}"
         )
-    if result.saturated and config.stop_on_saturation:
+    doubts = driver_doubts(result, config.slas)
+    if doubts and config.stop_on_saturation:
         failures.append(StopReason.SATURATED)
-        reasons.append("the driver reports itself saturated: " + "; ".join(result.warnings[:1]))
-    return Verdict(tuple(failures), tuple(reasons))
+        reasons.extend(f"the driver's result cannot be trusted: {doubt}" for doubt in doubts)
+    return Verdict(tuple(failures), tuple(reasons), tuple(doubts))
 
 
 @dataclass
@@ -239,6 +273,7 @@ class StepRun:
     energy: EnergyReading
     span_s: float  # wall time the resources and energy were measured over
     responses_in_span: int  # every response in that time, warm-up included
+    slas: tuple[Sla, ...] = ()  # what it was judged against
 
     @property
     def rate(self) -> float:
@@ -295,6 +330,10 @@ class RampOutcome:
     @property
     def median_rps(self) -> float | None:
         return statistics.median(self.answers) if self.answers else None
+
+    @property
+    def mean_rps(self) -> float | None:
+        return statistics.mean(self.answers) if self.answers else None
 
     @property
     def coefficient_of_variation(self) -> float | None:
@@ -507,6 +546,7 @@ class Ramp:
             energy=meter.reading,
             span_s=span_s,
             responses_in_span=sum(second.completed for second in result.timeline),
+            slas=config.slas,
         )
         run.steps.append(step)
         for observer in self.observers:

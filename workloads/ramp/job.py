@@ -11,6 +11,8 @@ from rich.console import Console
 
 from socialbench import __version__
 from socialbench.workloads.definitions.check import CheckResult
+from socialbench.workloads.driver.placement import Placement
+from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
     BundleWriter,
@@ -29,6 +31,7 @@ from socialbench.workloads.ramp.engine import (
     SamplerFactory,
 )
 from socialbench.workloads.ramp.live import LiveView
+from socialbench.workloads.ramp.otlp import SpanReceiver
 
 
 def energy_source(power_cmd: str | None) -> str:
@@ -59,6 +62,10 @@ class RampJob:
     quiet: bool = False
     # Run after the ramp (not when interrupted): the stores checked, into summary.json.
     check: Callable[[], CheckResult] | None = None
+    # The receiver of the stack's spans: each step's latency by service (--trace-ratio).
+    spans: SpanReceiver | None = None
+    # Which CPUs the driver and the stack run on (--cpu-placement), for the manifest.
+    placement: Placement | None = None
 
 
 @dataclass
@@ -97,10 +104,13 @@ def execute(job: RampJob, console: Console) -> RampReport:
         software=described["software"],
         resources_source=job.resources_source,
         energy_source=energy_source(job.power_cmd),
+        placement=job.placement,
     )
     ramp = Ramp(job.config, sampler=job.sampler, power_cmd=job.power_cmd, reset=job.reset)
     directory = bundle_dir(job.results_dir, job.label)
     writer = BundleWriter(directory, manifest.model_copy(update={"config": ramp.config}))
+    if job.spans is not None:
+        writer.latency_by_service = job.spans.step_table
     config = ramp.config
     slas = ", ".join(str(s) for s in config.slas)
     console.print(
@@ -109,10 +119,13 @@ def execute(job: RampJob, console: Console) -> RampReport:
         f"{config.step_duration_s:g} s after {config.warmup_s:g} s warm-up; SLA {slas}; "
         f"stop below {config.min_achieved_ratio:.0%} achieved or above "
         f"{config.max_error_ratio:.1%} errors"
-        + (", or when the driver is saturated" if config.stop_on_saturation else "")
+        + (", or when the driver's result cannot be trusted (out of CPU, or send lag over "
+           f"{MATERIAL_LAG_SHARE:.0%} of the SLA)" if config.stop_on_saturation else "")
         + (f"; refine to {config.resolution:g} req/s" if config.refine else "")
         + (f"; {config.repeat} repeats" if config.repeat > 1 else "")
     )
+    if job.placement is not None:
+        console.print(f"CPU placement: {job.placement.describe()}")
     console.print(f"Bundle: {directory}")
     view = LiveView(console, quiet=job.quiet)
     ramp.observers = [view, writer]

@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.text import Text
 
 from socialbench.workloads.driver import SecondStats
+from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE, Contention
 from socialbench.workloads.ramp.engine import (
     RampObserver,
     RampRun,
@@ -35,11 +36,29 @@ def step_line(step: StepRun) -> str:
         f"p50 {format_ms(result.latency.p50_ms)}, p99 {format_ms(result.latency.p99_ms)}, "
         f"errors {result.errors.total:,} ({result.error_ratio:.2%}){cpu_text}"
     )
-    if result.saturated:
-        line += " [yellow](driver saturated)[/]"
+    line += driver_flag(step)
     if not step.passed:
         line += "\n         " + "; ".join(step.verdict.reasons)
+    elif step.verdict.doubts:  # recorded, not a stop (--ignore-driver-saturation)
+        line += "\n         [yellow]not to be trusted[/]: " + "; ".join(step.verdict.doubts)
     return line
+
+
+def driver_flag(step: StepRun) -> str:
+    """The driver's verdict on the step, when it is not clean: which case, in short."""
+    driver = step.result.driver
+    if driver is None:
+        return " [yellow](driver saturated)[/]" if step.result.saturated else ""
+    lag = f"send lag p99 {format_ms(driver.send_lag_p99_ms)}"
+    if driver.verdict is Contention.DRIVER_CPU:
+        busiest = driver.busiest
+        cpu = f"{busiest.cpu_share:.0%} of a core" if busiest else ""
+        return f" [red](driver out of CPU: {cpu}, {lag})[/]"
+    if driver.verdict is Contention.HOST_CONTENDED:
+        host = driver.host
+        busy = f"CPUs {host.busy_share:.0%} busy, steal {host.steal_share:.0%}, " if host else ""
+        return f" [yellow](host contended: {busy}{lag})[/]"
+    return ""
 
 
 class LiveView(RampObserver):
@@ -124,7 +143,9 @@ class LiveView(RampObserver):
             f"achieved {achieved:,.1f} req/s · p50 {format_ms(last.latency_p50_us / 1000)} · "
             f"p99 {format_ms(last.latency_p99_us / 1000)} (worst second "
             f"{format_ms(worst / 1000) if worst else '—'}) · errors {errors:,} · send lag p99 "
-            f"{format_ms(last.send_lag_p99_us / 1000)} · in flight {last.in_flight:,}"
+            f"{format_ms(last.send_lag_p99_us / 1000)} · in flight {last.in_flight:,} · "
+            f"driver CPU {last.driver_cpu_max:.0%}"
+            + (f" · host busy {last.host_busy:.0%}" if last.host_busy is not None else "")
         )
         return Group(head, body)
 
@@ -142,16 +163,29 @@ def print_headline(result: RampReport, console: Console) -> None:
         console.print(
             f"[bold green]Max {summary.best.max_rate_rps:,.6g} req/s with {sla}[/]: p99 "
             f"{format_ms(summary.p99_ms)}, achieved {summary.best.achieved_rps:,.1f} req/s"
-            + (f" (best of {len(summary.repeats)}; median {summary.median_max_rate_rps:,.6g}, "
-               f"CV {summary.coefficient_of_variation or 0:.1%})"
-               if len(summary.repeats) > 1 else "")
+            + (f" (best of {len(summary.repeats)})" if len(summary.repeats) > 1 else "")
         )
+    if len(summary.repeat_max_rates_rps) > 1:
+        rates = ", ".join(f"{rate:,.6g}" for rate in summary.repeat_max_rates_rps)
+        cv = summary.coefficient_of_variation
+        console.print(
+            f"Repeats: {rates} req/s; mean {summary.mean_max_rate_rps or 0:,.6g}, median "
+            f"{summary.median_max_rate_rps or 0:,.6g}, coefficient of variation "
+            + (f"{cv:.1%}" if cv is not None else "—"))
     elif summary.completed:
         console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
     if summary.stop_reason is not None:
         console.print(f"Stopped: {summary.stop_reason.value} — {summary.repeats[0].stop_detail}"
                       if len(summary.repeats) == 1 else f"Stopped: {summary.stop_reason.value}")
+    verdicts = summary.driver_verdicts
+    if verdicts:
+        console.print("Driver: " + ", ".join(f"{count} step(s) {verdict}"
+                                             for verdict, count in verdicts.items()))
+    if verdicts.get(Contention.HOST_CONTENDED.value):
+        console.print("[yellow]Caveat: on a contended host the latencies include the driver's "
+                      "waits for a CPU (each step's advice is in the report).[/]")
     if summary.saturated_steps:
-        console.print(f"[yellow]{summary.saturated_steps} step(s) with the driver saturated "
-                      "(see the report's warnings).[/]")
+        console.print(f"[yellow]{summary.saturated_steps} step(s) whose result could not be "
+                      f"trusted (driver out of CPU, or send lag over {MATERIAL_LAG_SHARE:.0%} "
+                      "of the SLA; see the report).[/]")
     console.print(f"Report: [bold]{result.report}[/]")

@@ -24,6 +24,7 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter
 
+from socialbench.workloads.driver.verdict import rules_text
 from socialbench.workloads.ramp.bundle import (
     MANIFEST,
     RAW,
@@ -38,12 +39,14 @@ from socialbench.workloads.ramp.bundle import (
     read_histogram_log,
 )
 from socialbench.workloads.ramp.engine import Phase, format_ms
+from socialbench.workloads.ramp.spans import SERVICE_TIME_CSV, EndpointTimes, PartTime
 
 REPORT = "report.html"
 LATENCY_PLOT = "latency-vs-rate.png"
 ACHIEVED_PLOT = "achieved-vs-offered.png"
 SPECTRUM_PLOT = "latency-spectrum.png"
 RESOURCES_PLOT = "cpu-by-component.png"
+SERVICE_PLOT = "latency-by-service.png"
 DPI = 110
 SPECTRUM_NINES = 6  # the spectrum's x axis goes to 99.9999% at most
 _TEMPLATE = Path(__file__).with_name("report.html.j2")
@@ -234,6 +237,74 @@ def plot_cpu_by_component(bundle: Bundle, path: Path) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class ServiceTable:
+    """One endpoint's latency by service, step by step: the report's table and bars."""
+
+    endpoint: str
+    steps: list[StepRecord]
+    traces: list[int]  # per step
+    parts: list[tuple[str, list[PartTime | None]]]  # each part's time per step, largest first
+
+
+def service_tables(steps: Sequence[StepRecord]) -> list[ServiceTable]:
+    """Per endpoint, each part's exclusive time at each of ``steps`` that was traced."""
+    traced = [s for s in steps if s.latency_by_service is not None]
+    found: dict[str, dict[int, EndpointTimes]] = {}
+    for index, step in enumerate(traced):
+        assert step.latency_by_service is not None
+        for endpoint in step.latency_by_service.endpoints:
+            found.setdefault(endpoint.endpoint, {})[index] = endpoint
+    tables = []
+    for name in sorted(found):
+        by_step = found[name]
+        cells: dict[str, list[PartTime | None]] = {}
+        for index, endpoint in by_step.items():
+            for part in endpoint.parts:
+                cells.setdefault(part.name, [None] * len(traced))[index] = part
+        order = sorted(cells, key=lambda n: -sum(p.p50_ms for p in cells[n] if p))
+        tables.append(ServiceTable(
+            name, traced, [by_step[i].traces if i in by_step else 0 for i in range(len(traced))],
+            [(part, cells[part]) for part in order]))
+    return tables
+
+
+def plot_latency_by_service(bundle: Bundle, path: Path) -> bool:
+    """Per endpoint, one bar per step of each part's exclusive time, stacked (p50, p99)."""
+    tables = service_tables(bundle.steps_of(bundle.reference_repeat))
+    if not tables:
+        return False
+    names = list(dict.fromkeys(name for table in tables for name, _ in table.parts))
+    colours = dict(zip(names, plt.get_cmap("tab20")(np.linspace(0, 1, max(len(names), 2))),
+                       strict=False))
+    legend_rows = -(-len(names) // 6)
+    height = 3.4 * len(tables) + 0.3 * legend_rows + 0.3
+    figure, axes = plt.subplots(len(tables), 2, figsize=(11, height), squeeze=False)
+    for row, table in zip(axes, tables, strict=True):
+        labels = [f"{s.offered_rps:,.6g}\n{s.phase.value}" for s in table.steps]
+        for axis, key, title in ((row[0], "p50_ms", "p50"), (row[1], "p99_ms", "p99")):
+            bottom = np.zeros(len(labels))
+            for name, cells in table.parts:
+                values = np.array([getattr(c, key) if c else 0.0 for c in cells])
+                axis.bar(labels, values, bottom=bottom, color=colours[name], label=name)
+                bottom += values
+            for x, (total, traces) in enumerate(zip(bottom, table.traces, strict=True)):
+                axis.annotate(f"{traces} traces", (x, total), ha="center", va="bottom",
+                              fontsize=7, xytext=(0, 2), textcoords="offset points")
+            axis.set_title(f"{table.endpoint}: exclusive time, {title} of each part",
+                           fontsize=9)
+            axis.set_ylabel("ms")
+            axis.set_xlabel("offered rate (req/s), phase")
+            axis.margins(y=0.12)
+            axis.grid(True, axis="y", alpha=0.3)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[name]) for name in names]
+    figure.legend(handles, names, loc="lower center", ncol=min(len(names), 6), fontsize=8)
+    figure.tight_layout(rect=(0, (0.3 * legend_rows + 0.2) / height, 1, 1))
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+    return True
+
+
 def make_plots(bundle: Bundle) -> list[Plot]:
     """Every plot of the bundle, written beside it."""
     directory = bundle.directory
@@ -249,8 +320,15 @@ def make_plots(bundle: Bundle) -> list[Plot]:
                  "HdrHistogram's percentile distribution, from each step's .hlog file."))
     if plot_cpu_by_component(bundle, directory / RESOURCES_PLOT):
         made.append((RESOURCES_PLOT, "CPU by component",
-                     "CPU time of each process tree of the stack over each step (warm-up and "
+                     "CPU time of each component of the stack (process tree, or container) over "
+                     "each step (warm-up and "
                      "drain included), as cores busy; line: stack CPU per response."))
+    if plot_latency_by_service(bundle, directory / SERVICE_PLOT):
+        made.append((SERVICE_PLOT, "Latency by service",
+                     "Each service's exclusive time (its server span less its calls), each "
+                     "store's and each RPC's wait, from the traced requests of each step, "
+                     "stacked; left the medians, right the 99th percentiles (which do not "
+                     "add up to the requests' p99)."))
     return [
         Plot(name, title, caption, base64.b64encode((directory / name).read_bytes()).decode())
         for name, title, caption in made
@@ -289,6 +367,8 @@ def render_html(bundle: Bundle, plots: Sequence[Plot]) -> str:
         (s.name, c.name): c for s in reference for c in s.resources.components
     }
     files = [MANIFEST, SUMMARY, STEPS_JSON, STEPS_CSV, RESOURCES_CSV, f"{SCHEMAS}/", f"{RAW}/"]
+    if (bundle.directory / SERVICE_TIME_CSV).exists():
+        files.insert(5, SERVICE_TIME_CSV)
     return environment.get_template(_TEMPLATE.name).render(
         bundle=bundle,
         manifest=bundle.manifest,
@@ -305,6 +385,8 @@ def render_html(bundle: Bundle, plots: Sequence[Plot]) -> str:
         git=bundle.manifest.git,
         command_line=" ".join(bundle.manifest.command_line),
         dataset=bundle.manifest.dataset,
+        driver_rules=rules_text(),
+        service_tables=service_tables(reference),
         json=json,
     )
 

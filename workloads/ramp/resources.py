@@ -71,17 +71,28 @@ class ResourceSampler:
     def _refresh(self) -> None:
         self._processes = {name: _tree(pid) for name, (_, pid) in self.components.items()}
 
+    # What one refresh found of component ``name``; a subclass measuring something else
+    # than process trees (e.g. containers) overrides these and _refresh.
+    def _cpu_of(self, name: str) -> float:
+        return _cpu(self._processes.get(name, []))
+
+    def _rss_of(self, name: str) -> int:
+        return _rss(self._processes.get(name, []))
+
+    def _count_of(self, name: str) -> int:
+        return len(self._processes.get(name, []))
+
     def _sample_memory(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._refresh()
-            for name, processes in self._processes.items():
-                self._peak_rss[name] = max(self._peak_rss[name], _rss(processes))
+            for name in self.components:
+                self._peak_rss[name] = max(self._peak_rss[name], self._rss_of(name))
 
     def __enter__(self) -> ResourceSampler:
         self._refresh()
-        self._start_cpu = {name: _cpu(procs) for name, procs in self._processes.items()}
-        for name, processes in self._processes.items():
-            self._peak_rss[name] = _rss(processes)
+        self._start_cpu = {name: self._cpu_of(name) for name in self.components}
+        for name in self.components:
+            self._peak_rss[name] = self._rss_of(name)
         self._thread.start()
         return self
 
@@ -93,9 +104,9 @@ class ResourceSampler:
             ComponentUsage(
                 name=name,
                 kind=kind,
-                cpu_seconds=max(0.0, _cpu(self._processes[name]) - self._start_cpu.get(name, 0.0)),
-                peak_rss_bytes=max(self._peak_rss[name], _rss(self._processes[name])),
-                processes=len(self._processes[name]),
+                cpu_seconds=max(0.0, self._cpu_of(name) - self._start_cpu.get(name, 0.0)),
+                peak_rss_bytes=max(self._peak_rss[name], self._rss_of(name)),
+                processes=self._count_of(name),
             )
             for name, (kind, _) in self.components.items()
         ]

@@ -1,0 +1,274 @@
+"""`docker compose up` on one box: the compose stack from the built images, end to end.
+
+Against a Docker engine (DOCKER_HOST, or the default socket) or, where none runs, podman's
+Docker API (scripts/containers/podman-service.sh, started here), with the images of
+scripts/build-images.sh: the socialbench image and the local stand-ins of the store and
+nginx images (compose/standins.env). Debian's docker-compose drives it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+from docker.errors import DockerException
+
+from socialbench.deploy import compose, stack
+from socialbench.stack.servers import free_ports
+from socialbench.workloads.driver import LoadConfig, run_load
+from socialbench.workloads.ramp.containers import (
+    PROJECT_LABEL,
+    SERVICE_LABEL,
+    compose_sampler_factory,
+)
+from socialbench.workloads.ramp.report import REPORT, RESOURCES_PLOT
+from tests.e2e.support import compose as compose_post
+from tests.e2e.support import follow, new_user, timeline
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = stack.REPO_ROOT
+COMPOSE_FILE = stack.COMPOSE_DIR / compose.COMPOSE_FILE
+SEED_USERS = 60
+DRIVER_RATE = 50  # req/s: modest, on a shared 2-core machine
+LONG_RUNNING = {*compose.component_kinds()}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A Docker API: its address and whose it is (``docker`` or ``podman``)."""
+
+    docker_host: str
+    name: str
+
+
+def _engine_at(docker_host: str) -> Engine | None:
+    try:
+        client = docker.DockerClient(base_url=docker_host, timeout=10)
+        components = client.version().get("Components") or []
+    except (DockerException, OSError):
+        return None
+    podman = any("podman" in str(c.get("Name", "")).lower() for c in components)
+    return Engine(docker_host, "podman" if podman else "docker")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    found = _engine_at(os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"))
+    if found is not None:
+        yield found
+        return
+    if shutil.which("podman") is None:
+        pytest.skip("no Docker engine and no podman (scripts/setup.sh --test installs podman)")
+    directory = tmp_path_factory.mktemp("podman")
+    socket_path = directory / "docker.sock"
+    log = (directory / "service.log").open("w")
+    service = subprocess.Popen([str(ROOT / "scripts/containers/podman-service.sh"),
+                                str(socket_path)], stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while (found := _engine_at(f"unix://{socket_path}")) is None:
+            assert service.poll() is None, (directory / "service.log").read_text()
+            assert time.monotonic() < deadline, "podman's Docker API did not answer in 60 s"
+            time.sleep(0.5)
+        yield found
+    finally:
+        service.terminate()
+        service.wait(timeout=60)
+        log.close()
+
+
+def _standins() -> dict[str, str]:
+    lines = (stack.COMPOSE_DIR / compose.STANDINS_FILE).read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+@pytest.fixture(scope="module")
+def images(engine: Engine) -> None:
+    """Every image, built (or found current) by the build script."""
+    env = {**os.environ, "SOCIALBENCH_ENGINE": engine.name, "DOCKER_HOST": engine.docker_host}
+    out = subprocess.run([str(ROOT / "scripts/build-images.sh")], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=3600, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    print(out.stdout)
+
+
+@dataclass
+class ComposeStack:
+    """One compose project of the stack, up."""
+
+    project: str
+    env: dict[str, str]
+    url: str
+    client: docker.DockerClient
+    up_seconds: float = 0.0
+    seeded_seconds: float = 0.0
+
+    def compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["docker-compose", "-p", self.project, "-f", str(COMPOSE_FILE),
+                               *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def containers(self, **filters: str) -> list[docker.models.containers.Container]:
+        labels = [f"{PROJECT_LABEL}={self.project}",
+                  *(f"{SERVICE_LABEL}={service}" for service in filters.values())]
+        found: list[docker.models.containers.Container] = self.client.containers.list(
+            all=True, filters={"label": labels})
+        return found
+
+    def diagnosis(self) -> str:
+        return self.compose("ps").stdout + self.compose("logs", "--tail", "20").stdout
+
+
+@pytest.fixture(scope="module")
+def compose_stack(engine: Engine, images: None) -> Iterator[ComposeStack]:
+    if shutil.which("docker-compose") is None:
+        pytest.skip("docker-compose is not installed (scripts/setup.sh installs Debian's)")
+    gateway_port, media_port = free_ports(2)
+    env = {
+        **os.environ, **_standins(),
+        "DOCKER_HOST": engine.docker_host,
+        stack.SECRET_ENV: secrets.token_hex(32),
+        "SOCIALBENCH_GATEWAY_PORT": str(gateway_port),
+        "SOCIALBENCH_MEDIA_PORT": str(media_port),
+        "SOCIALBENCH_SEED_GRAPH": f"synthetic:{SEED_USERS}:4",
+    }
+    client = docker.DockerClient(base_url=engine.docker_host, timeout=60)
+    running = ComposeStack(f"sbe2e{os.getpid()}", env, f"http://127.0.0.1:{gateway_port}",
+                           client)
+    try:
+        start = time.monotonic()
+        up = running.compose("up", "-d", "--no-build", timeout=900)
+        running.up_seconds = time.monotonic() - start
+        assert up.returncode == 0, up.stderr + running.diagnosis()
+        deadline = time.monotonic() + 300
+        while True:
+            (seed,) = running.containers(service="seed")
+            seed.reload()
+            if seed.status == "exited":
+                break
+            assert time.monotonic() < deadline, "the seed job ran 300 s\n" + running.diagnosis()
+            time.sleep(1)
+        running.seeded_seconds = time.monotonic() - start
+        print(f"\ncompose up -d: {running.up_seconds:.1f} s (every service healthy, nginx "
+              f"healthy); seeded {SEED_USERS} users at {running.seeded_seconds:.1f} s")
+        yield running
+    finally:
+        running.compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
+
+
+def test_every_container_is_healthy_and_the_graph_is_seeded(compose_stack: ComposeStack) -> None:
+    by_service = {c.labels[SERVICE_LABEL]: c for c in compose_stack.containers()}
+    assert set(by_service) == LONG_RUNNING | {"seed"}
+    for name in LONG_RUNNING:
+        state = by_service[name].attrs["State"]
+        assert state["Status"] == "running", name
+        assert state["Health"]["Status"] == "healthy", name
+    seed = by_service["seed"]
+    assert seed.attrs["State"]["ExitCode"] == 0, seed.logs().decode()
+    assert f"{SEED_USERS} users" in seed.logs().decode()
+
+
+def test_a_composed_post_reaches_a_followers_home_timeline(compose_stack: ComposeStack) -> None:
+    with httpx.Client(base_url=compose_stack.url, timeout=30) as client:
+        author, author_name = new_user(client)
+        reader, _ = new_user(client)
+        stranger, _ = new_user(client)
+        follow(client, reader, author)
+        text = f"through compose {secrets.token_hex(4)}"
+        compose_post(client, author, author_name, text)
+        assert [p["text"] for p in timeline(client, "home", reader)] == [text]
+        assert [p["text"] for p in timeline(client, "user", author)] == [text]
+        assert timeline(client, "home", stranger) == []
+
+
+def test_the_driver_through_the_compose_front_end_has_no_errors(
+    compose_stack: ComposeStack,
+) -> None:
+    result = run_load(LoadConfig(url=compose_stack.url, workload="mixed", rate=DRIVER_RATE,
+                                 duration_s=20, warmup_s=3, users=SEED_USERS, seed=1,
+                                 processes=1))
+    print(f"\ndriver, mixed at {DRIVER_RATE} req/s for 20 s through compose's nginx: "
+          f"{result.completed} answers, achieved {result.achieved_rps:.1f} req/s, "
+          f"p50 {result.latency.p50_ms:.1f} ms, p99 {result.latency.p99_ms:.1f} ms, "
+          f"errors {result.errors.total}")
+    assert result.errors.total == 0, result.errors
+    assert result.completed == result.ok > 0
+
+
+def test_the_container_sampler_measures_every_container(compose_stack: ComposeStack,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", compose_stack.env["DOCKER_HOST"])
+    factory, source = compose_sampler_factory(compose_stack.project, compose.component_kinds())
+    assert compose_stack.project in source
+    sampler, why = factory()
+    assert sampler is not None, why
+    with sampler, httpx.Client(base_url=compose_stack.url, timeout=30) as client:
+        for user_id in range(200):
+            response = client.get("/wrk2-api/home-timeline/read",
+                                  params={"user_id": user_id % SEED_USERS, "start": 0, "stop": 10})
+            assert response.status_code == 200
+        time.sleep(1.5)  # a second memory sample inside the interval
+    usage = {u.name: u for u in sampler.usage}
+    assert set(usage) == LONG_RUNNING  # the seed job has exited: no container of it runs
+    kinds = compose.component_kinds()
+    for name, component in usage.items():
+        assert component.kind == kinds[name]
+        assert component.peak_rss_bytes > 1 << 20, name
+        assert component.processes >= 1, name
+    # The containers the requests went through used CPU; the sum is the stack's.
+    for name in (stack.GATEWAY_HOST, "home-timeline", "redis", "post-storage"):
+        assert usage[name].cpu_seconds > 0, name
+    assert sampler.total_cpu_seconds == pytest.approx(sum(u.cpu_seconds for u in usage.values()))
+
+
+def test_the_sampler_says_why_without_an_engine_or_a_project(
+    compose_stack: ComposeStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", compose_stack.env["DOCKER_HOST"])
+    factory, _ = compose_sampler_factory("no-such-project")
+    assert factory() == (None, "no running container of compose project 'no-such-project'")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    factory, _ = compose_sampler_factory(compose_stack.project)
+    sampler, why = factory()
+    assert sampler is None and "set DOCKER_HOST" in why
+
+
+def test_a_ramp_bundle_has_every_containers_cpu_and_memory(compose_stack: ComposeStack,
+                                                           tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "socialbench.cli", "ramp", compose_stack.url, "--quick",
+         "--workload", "read-home-timeline", "--users", str(SEED_USERS),
+         "--start-rate", "20", "--step", "20", "--max-steps", "1", "--step-duration", "4s",
+         "--warmup", "1s", "--containers", compose_stack.project,
+         "--results-dir", str(tmp_path), "--quiet", "--processes", "1"],
+        env=compose_stack.env, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (bundle,) = tmp_path.iterdir()
+    rows = (bundle / "resources.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    names = {dict(zip(header, row.split(","), strict=True))["component"] for row in rows[1:]}
+    assert names == LONG_RUNNING
+    assert (bundle / REPORT).is_file()
+    assert (bundle / RESOURCES_PLOT).is_file()  # the same plot as the local stack's
+
+
+def test_down_leaves_no_container_network_or_volume(compose_stack: ComposeStack) -> None:
+    down = compose_stack.compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
+    assert down.returncode == 0, down.stderr
+    label = {"label": f"{PROJECT_LABEL}={compose_stack.project}"}
+    client = compose_stack.client
+    assert client.containers.list(all=True, filters=label) == []
+    assert client.networks.list(filters=label) == []
+    assert client.volumes.list(filters=label) == []
