@@ -23,11 +23,13 @@ from matplotlib.ticker import FixedLocator, FuncFormatter
 from rich.console import Console
 from rich.table import Table
 
-from socialbench.workloads.cache.energy import OpsEnergy, format_joules
+from socialbench.workloads.cache.energy import OpsEnergy
 from socialbench.workloads.ramp.cachebundle import CacheManifest, RunRecord, read_records
 from socialbench.workloads.ramp.compare import (
     COMPARE_HTML,
     COMPARE_JSON,
+    format_energy,
+    format_latency,
     format_ratio,
     html_figure,
     html_page,
@@ -103,27 +105,21 @@ def _count(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
 
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f} ms"
-
-
-def _joules(value: float | None) -> str:
-    return "unavailable" if value is None else format_joules(value)
-
-
 def _per_watt(value: float | None) -> str:
     return "unavailable" if value is None else f"{value:,.0f}"
 
 
 METRICS = (
     Metric("ops_per_s", "ops/s", "ops/s", lambda c: c.ops_per_s, _count, True),
-    Metric("get_p99_ms", "get p99", "get p99", lambda c: c.p99_ms["get"], _ms, False),
-    Metric("set_p99_ms", "set p99", "set p99", lambda c: c.p99_ms["set"], _ms, False),
-    Metric("all_p99_ms", "p99", "p99", lambda c: c.p99_ms["all"], _ms, False),
+    Metric("get_p99_ms", "get p99", "get p99", lambda c: c.p99_ms["get"], format_latency,
+           False),
+    Metric("set_p99_ms", "set p99", "set p99", lambda c: c.p99_ms["set"], format_latency,
+           False),
+    Metric("all_p99_ms", "p99", "p99", lambda c: c.p99_ms["all"], format_latency, False),
     Metric("ops_per_generator_core", "ops/s per gen. core", "ops/s per generator core",
            lambda c: c.ops_per_generator_core, _count, True),
     Metric("joules_per_op", "energy / op", "energy per op", lambda c: c.joules_per_op,
-           _joules, False),
+           format_energy, False),
     Metric("ops_per_s_per_watt", "ops/s per W", "ops/s per watt",
            lambda c: c.ops_per_s_per_watt, _per_watt, True),
 )

@@ -30,6 +30,7 @@ from matplotlib.ticker import FuncFormatter
 from rich.console import Console
 from rich.table import Table
 
+from socialbench.workloads.cache.energy import format_joules
 from socialbench.workloads.ramp.bundle import MANIFEST, Bundle, BundleError, read_bundle
 from socialbench.workloads.ramp.engine import format_ms
 from socialbench.workloads.ramp.report import log_tick_label
@@ -209,12 +210,13 @@ def _rate(value: float | None) -> str:
     return "—" if value is None else f"{value:,.6g}"
 
 
-def _latency(value: float | None) -> str:
+def format_latency(value: float | None) -> str:
     return "—" if value is None else format_ms(value)
 
 
-def _joules(value: float | None) -> str:
-    return "unavailable" if value is None else f"{value:.3g} J"
+def format_energy(value: float | None) -> str:
+    """Joules for people (``2.64 mJ``), or ``unavailable`` where none were measured."""
+    return "unavailable" if value is None else format_joules(value)
 
 
 def headline_rows(comparison: Comparison) -> list[list[str]]:
@@ -223,8 +225,8 @@ def headline_rows(comparison: Comparison) -> list[list[str]]:
         [
             run.label, run.machine, " / ".join(run.bundle.summary.sla),
             _rate(run.max_rate_rps), format_ratio(comparison.rate_ratio(run)),
-            _latency(run.p99_ms), format_ratio(comparison.p99_ratio(run)),
-            _joules(run.joules_per_request), format_ratio(comparison.energy_ratio(run)),
+            format_latency(run.p99_ms), format_ratio(comparison.p99_ratio(run)),
+            format_energy(run.joules_per_request), format_ratio(comparison.energy_ratio(run)),
             "—" if run.cpu_ms_per_request is None else f"{run.cpu_ms_per_request:.3g}",
         ]
         for run in comparison.runs
@@ -241,7 +243,7 @@ def common_rate_rows(comparison: Comparison) -> list[list[str]]:
     for rate in comparison.common_rates:
         row = [_rate(rate)]
         for run in comparison.runs:
-            row.append(_latency(run.p99_by_rate[rate]))
+            row.append(format_latency(run.p99_by_rate[rate]))
             if run is not base:
                 row.append(format_ratio(ratio(run.p99_by_rate[rate], base.p99_by_rate[rate])))
         rows.append(row)
