@@ -14,9 +14,12 @@ supervisor restart it, and watches ``--observe`` seconds. For each part:
   the part is healthy again, plus 5 s for its clients to find it), before the kill in
   the baseline window, and after the outage to the end of the window (both should be 0);
 - down: seconds from the kill until the restarted process accepted connections (health);
-- recovered: seconds from the kill until the per-second p99 is within 2x the pre-kill
-  value (the median per-second p99 of the baseline window) for 3 seconds in a row, with
-  no error and at least half the rate answered; none when not within the window;
+- served: seconds from the kill until 3 seconds in a row have no error and at least half
+  the rate answered (the stack serves again, however slowly); none when not in the window;
+- recovered: seconds from the kill until, besides, the per-second p99 is within 2x the
+  pre-kill value (the median per-second p99 of the baseline window) in each of those 3
+  seconds; none when not within the window (a target of this bench, not of the tests:
+  on a shared machine a second's p99 of 40 requests is noisy);
 - lost: probe posts acknowledged in the part's window that are missing from post
   storage, or that the check finds missing from a timeline they belong in.
 
@@ -124,7 +127,8 @@ class PartResult:
     errors_outage: int  # from the kill until the part is healthy again, plus GRACE_S
     errors_after: int  # from then to the window's end
     down_s: float | None  # kill until the restarted process was healthy
-    recovered_s: float | None  # kill until p99 back within the factor (None: not seen)
+    served_s: float | None  # kill until served without errors at rate (None: not seen)
+    recovered_s: float | None  # kill until p99 back within the factor too (None: not seen)
     probes_acknowledged: int
     probes_failed: int
     lost: int
@@ -165,7 +169,10 @@ def judge(report: DrillReport, config: DrillBench) -> list[str]:
     """The targets missed, each in one line (empty: every target met)."""
     missed: list[str] = []
     for part in report.parts:
-        if part.recovered_s is None:
+        if part.served_s is None:
+            missed.append(f"{part.part}: not served without errors at rate in "
+                          f"{config.observe_s:g} s")
+        elif part.recovered_s is None:
             missed.append(f"{part.part}: p99 not back within {config.p99_factor:g}x in "
                           f"{config.observe_s:g} s")
         elif part.recovered_s > config.recovery_target_s:
@@ -328,16 +335,20 @@ def measure_part(part: str, kill_offset: float, down_s: float | None,
     window = [seconds[s] for s in range(kill_second, last + 1) if s in seconds]
     limit_us = config.p99_factor * baseline_p99_us
 
-    def good(stats: SecondStats) -> bool:
-        return (stats.errors == 0 and stats.completed >= config.rate / 2
-                and stats.latency_p99_us <= limit_us)
+    def served(stats: SecondStats) -> bool:
+        return stats.errors == 0 and stats.completed >= config.rate / 2
 
-    recovered_second: int | None = None
-    for index in range(len(window) - config.stable_s + 1):
-        run = window[index:index + config.stable_s]
-        if all(good(s) for s in run) and run[-1].second - run[0].second == config.stable_s - 1:
-            recovered_second = run[0].second
-            break
+    def recovered(stats: SecondStats) -> bool:
+        return served(stats) and stats.latency_p99_us <= limit_us
+
+    def first_stable(good: Callable[[SecondStats], bool]) -> float | None:
+        """Seconds from the kill to the first of ``stable_s`` good seconds in a row."""
+        for index in range(len(window) - config.stable_s + 1):
+            run = window[index:index + config.stable_s]
+            if (all(good(s) for s in run)
+                    and run[-1].second - run[0].second == config.stable_s - 1):
+                return round(max(0.0, run[0].second - 1 - kill_offset), 2)
+        return None
     # The outage: until the part is healthy again, plus a grace for the clients to find
     # it (the whole window when it never came back).
     outage_end = kill_offset + (config.observe_s if down_s is None else down_s + GRACE_S)
@@ -349,8 +360,8 @@ def measure_part(part: str, kill_offset: float, down_s: float | None,
         errors_outage=sum(s.errors for s in window if s.second - 1 < outage_end),
         errors_after=sum(s.errors for s in window if s.second - 1 >= outage_end),
         down_s=None if down_s is None else round(down_s, 2),
-        recovered_s=(None if recovered_second is None
-                     else round(max(0.0, recovered_second - 1 - kill_offset), 2)),
+        served_s=first_stable(served),
+        recovered_s=first_stable(recovered),
         probes_acknowledged=0, probes_failed=0, lost=0, lost_posts=[],
     )
 
@@ -545,13 +556,15 @@ def _seconds(value: float | None) -> str:
 
 def print_report(report: DrillReport, console: Console) -> None:
     table = Table(title="Fault drills: kill -9 under load")
-    for column in ("killed", "errors in outage", "errors outside", "down s", "recovered s",
+    for column in ("killed", "errors in outage", "errors outside", "down s", "served s",
+                   "recovered s",
                    "p99 before ms", "peak p99 ms", "acked posts", "lost"):
         table.add_column(column, justify="left" if column == "killed" else "right")
     for part in report.parts:
         table.add_row(part.part, str(part.errors_outage),
                       str(part.errors_before + part.errors_after), _seconds(part.down_s),
-                      _seconds(part.recovered_s), f"{part.baseline_p99_ms:.1f}",
+                      _seconds(part.served_s), _seconds(part.recovered_s),
+                      f"{part.baseline_p99_ms:.1f}",
                       f"{part.peak_p99_ms:.0f}", str(part.probes_acknowledged), str(part.lost))
     console.print(table)
     driver = report.driver

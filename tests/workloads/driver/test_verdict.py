@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -78,16 +79,20 @@ def priority(nice: int) -> Iterator[None]:
     machine shared with other work, the driver then gets the CPU its own load asks for."""
     before = os.getpriority(os.PRIO_PROCESS, 0)
     group_before = None
+    # "/autogroup-3362 nice 0" where autogroups exist; empty or absent where they do not.
     with contextlib.suppress(OSError):
-        group_before = AUTOGROUP.read_text().split()[-1]
-        AUTOGROUP.write_text(str(nice))
+        match = re.search(r"nice (-?\d+)", AUTOGROUP.read_text())
+        if match is not None:
+            AUTOGROUP.write_text(str(nice))
+            group_before = match.group(1)
     os.setpriority(os.PRIO_PROCESS, 0, nice)
     try:
         yield
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, before)
         if group_before is not None:
-            AUTOGROUP.write_text(group_before)
+            with contextlib.suppress(OSError):
+                AUTOGROUP.write_text(group_before)
 
 
 def test_an_idle_driver_on_a_quiet_host_is_clean(target: str) -> None:
