@@ -31,6 +31,7 @@ import orjson
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,6 +39,7 @@ from socialbench import registry
 from socialbench.registry import ServiceSpec
 from socialbench.runtime.dispatch import InternalRoutes
 from socialbench.runtime.errors import (
+    ClientClosedRequest,
     ClientError,
     InternalError,
     InvalidArgument,
@@ -221,6 +223,9 @@ class AnswerEveryError:
 
         try:
             await self.app(scope, receive, send_tracking)
+        except ClientDisconnect:  # read by a route or a dependency of ours; counted, no log
+            if not started:
+                await _error_response(Request(scope), _client_gone())(scope, receive, send)
         except Exception as exc:
             if started:  # too late to answer: uvicorn closes the connection
                 raise
@@ -234,6 +239,8 @@ def _answer_exception(state: Any, scope: Scope, exc: Exception) -> Response:
     """The answer to an exception an endpoint raised, as the exception handlers give it."""
     if isinstance(exc, SocialbenchError):
         return _error_answer(state, scope, exc)
+    if isinstance(exc, ClientDisconnect):
+        return _error_answer(state, scope, _client_gone())
     if isinstance(exc, STORE_ERRORS):
         return _error_answer(state, scope, StoreError(f"{type(exc).__name__}: {exc}"))
     log.error("%s %s: unexpected error", scope.get("method"), scope.get("path"), exc_info=exc)
@@ -251,8 +258,14 @@ def _invalid_request(exc: RequestValidationError) -> ClientError:
     return InvalidArgument(problems or "invalid request")
 
 
+def _client_gone() -> ClientClosedRequest:
+    return ClientClosedRequest("the client closed the connection before sending the whole body")
+
+
 def _http_error(exc: HTTPException) -> ClientError | InternalError:
     """Starlette's and FastAPI's own errors (no route 404, 405, an unreadable body 400)."""
+    if isinstance(exc.__cause__, ClientDisconnect):  # FastAPI's "error parsing the body"
+        return _client_gone()
     if exc.status_code >= 500:
         return InternalError(str(exc.detail))
     kind = {400: InvalidArgument, 404: NotFound, 413: PayloadTooLarge}.get(exc.status_code)

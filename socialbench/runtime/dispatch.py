@@ -28,6 +28,7 @@ import pydantic_core
 from fastapi import FastAPI, routing
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -104,14 +105,19 @@ def _internal(
 
 
 async def read_body(receive: Receive) -> bytes:
-    """The whole body of the request (``http.request`` messages until ``more_body`` ends)."""
+    """The whole body of the request (``http.request`` messages until ``more_body`` ends);
+    :class:`ClientDisconnect` when the client hangs up first."""
     message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ClientDisconnect
     body: bytes = message.get("body", b"")
     if not message.get("more_body", False):
         return body
     parts = [body]
     while message.get("more_body", False):
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
         parts.append(message.get("body", b""))
     return b"".join(parts)
 
@@ -154,7 +160,11 @@ class InternalRoutes:
         if route is None or scope["method"] != "POST" or not _json_request(scope):
             await self.app(scope, receive, send)
             return
-        body = await read_body(receive)
+        try:
+            body = await read_body(receive)
+        except ClientDisconnect as exc:
+            await self.error_answer(scope, exc)(scope, receive, send)
+            return
         kwargs: dict[str, Any] = {}
         if route.model is not None:
             if b"\\u" in body or b"\xed" in body:  # could hold a lone surrogate: FastAPI's way

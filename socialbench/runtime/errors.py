@@ -6,7 +6,8 @@
      │    ├── Unauthorized           401
      │    ├── NotFound               404
      │    ├── Conflict               409  (e.g. a username that exists)
-     │    └── PayloadTooLarge        413  (an upload, a text or a list over its cap)
+     │    ├── PayloadTooLarge        413  (an upload, a text or a list over its cap)
+     │    └── ClientClosedRequest    499  (the caller hung up before its request was read)
      ├── InternalError               500: a fault no handler expected (a bug)
      ├── StoreError                  503: memcached, Redis or MongoDB failed
      └── RPCError                    a neighbour service failed
@@ -57,6 +58,13 @@ class Conflict(ClientError):
 
 class PayloadTooLarge(ClientError):
     status_code = 413
+
+
+class ClientClosedRequest(ClientError):
+    """The caller closed the connection before its body arrived (nginx's 499): nobody
+    reads the answer, but the request is counted, not logged as a fault of ours."""
+
+    status_code = 499
 
 
 class InternalError(SocialbenchError):

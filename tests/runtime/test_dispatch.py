@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import pytest
 import redis.exceptions
 from fastapi import APIRouter, Depends, FastAPI, Request
-from httpx import AsyncClient
+from httpx import ASGITransport, AsyncClient
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -167,3 +167,37 @@ async def test_errors_are_counted_and_a_model_answer_is_its_json(client: AsyncCl
     assert response.headers["content-type"] == "application/json"
     openapi = (await client.get("/openapi.json")).json()
     assert {"/store", "/count", "/with_request", "/read"} <= set(openapi["paths"])
+
+
+@pytest.mark.parametrize("content_type", [b"application/json", b"application/test+json"])
+async def test_a_client_hanging_up_mid_body_is_a_counted_499_not_a_500(
+    content_type: bytes,
+) -> None:
+    # application/json takes the dispatch, +json FastAPI's own body reading.
+    app = make_app()
+    async with app.router.lifespan_context(app):
+        messages = [{"type": "http.request", "body": b'{"user_id": 7', "more_body": True},
+                    {"type": "http.disconnect"}]
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/store", "query_string": b"",
+                 "headers": [(b"content-type", content_type)], "app": app}
+        await app(scope, receive, send)  # type: ignore[arg-type]
+        assert sent[0]["status"] == 499
+        assert app.state.logic.stored == []
+        stats = await app_client_stats(app)
+    assert stats == {"ClientClosedRequest": 1}
+
+
+async def app_client_stats(app: FastAPI) -> dict[str, int]:
+    transport_client = AsyncClient(transport=ASGITransport(app=app), base_url="http://test")
+    async with transport_client as http:
+        errors: dict[str, int] = (await http.get("/stats")).json()["errors"]
+    return errors
