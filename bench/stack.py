@@ -104,9 +104,11 @@ def measure(config: StackBench, workload: str) -> dict[str, Any]:
 
 def run(config: StackBench) -> Path:
     """Each workload against the running stack at its rate; print and write the rows; the file."""
-    if LocalStack(config.data_dir).running_state() is None:
+    stack = LocalStack(config.data_dir)
+    if stack.running_state() is None:
         raise NoStack(f"no local stack runs from {config.data_dir}: socialbench up first")
-    stack_config = LocalStack(config.data_dir).config
+    # The ramp manifest's record of the stack: worker counts (and how chosen), durability.
+    record = stack.record(stack.config.url)
     rows: list[dict[str, Any]] = []
     for name in config.workloads:
         row = measure(config, name)
@@ -124,8 +126,7 @@ def run(config: StackBench) -> Path:
     out.write_text(json.dumps({
         "duration_s": config.duration_s, "warmup_s": config.warmup_s,
         "driver": {"connections": config.connections, "processes": config.processes},
-        "stack": {"default_workers": stack_config.default_workers,
-                  "workers": stack_config.workers},
+        "stack": record.model_dump(mode="json") if record else None,
         "rows": rows,
     }, indent=2))
     print(f"written {out}")

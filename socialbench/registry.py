@@ -26,6 +26,9 @@ class ServiceSpec:
     stores: tuple[Store, ...] = ()
     # Front-end routes (paths under nginx) that this service answers itself.
     gateway_routes: tuple[str, ...] = field(default=())
+    # Its share of the whole stack's CPU on the mixed workload (see SERVICES): what
+    # default_workers sizes it by (0: one worker).
+    cpu_share: float = 0.0
 
     @property
     def module(self) -> str:
@@ -45,15 +48,21 @@ class ServiceSpec:
 
 ENV_PREFIX = "SOCIALBENCH_"
 
+# cpu_share: each service's share of the CPU of every process of the stack, measured
+# on the mixed workload (60/30/10) at 100-500 req/s (the demo's per-process CPU, psutil,
+# 2026-12-01; stable across those rates). The rest: mongodb ~0.10, nginx ~0.04, redis
+# ~0.033, memcached ~0.027.
 SERVICES: tuple[ServiceSpec, ...] = (
-    ServiceSpec("unique-id", 9001),
-    ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,), gateway_routes=("/api/url/expand",)),
-    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB)),
+    ServiceSpec("unique-id", 9001, cpu_share=0.012),
+    ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,), gateway_routes=("/api/url/expand",),
+                cpu_share=0.048),
+    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.03),
     ServiceSpec("media", 9004, stores=(Store.MONGODB,),
-                gateway_routes=("/upload-media", "/get-media")),
+                gateway_routes=("/upload-media", "/get-media"), cpu_share=0.016),
     ServiceSpec(
         "user", 9005, neighbours=("social-graph",), stores=(Store.MEMCACHED, Store.MONGODB),
         gateway_routes=("/wrk2-api/user/register", "/api/user/register", "/api/user/login"),
+        cpu_share=0.015,
     ),
     ServiceSpec(
         "social-graph", 9006, neighbours=("user",), stores=(Store.REDIS, Store.MONGODB),
@@ -62,17 +71,20 @@ SERVICES: tuple[ServiceSpec, ...] = (
             "/api/user/follow", "/api/user/unfollow",
             "/api/user/get_follower", "/api/user/get_followee",
         ),
+        cpu_share=0.028,
     ),
-    ServiceSpec("post-storage", 9007, stores=(Store.MEMCACHED, Store.MONGODB)),
+    ServiceSpec("post-storage", 9007, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.17),
     ServiceSpec(
         "user-timeline", 9008, neighbours=("post-storage",), stores=(Store.REDIS, Store.MONGODB),
         gateway_routes=("/wrk2-api/user-timeline/read", "/api/user-timeline/read"),
+        cpu_share=0.16,
     ),
     ServiceSpec(
         "home-timeline", 9009, neighbours=("post-storage", "social-graph"), stores=(Store.REDIS,),
         gateway_routes=("/wrk2-api/home-timeline/read", "/api/home-timeline/read"),
+        cpu_share=0.23,
     ),
-    ServiceSpec("text", 9010, neighbours=("url-shorten", "user-mention")),
+    ServiceSpec("text", 9010, neighbours=("url-shorten", "user-mention"), cpu_share=0.03),
     ServiceSpec(
         "compose-post", 9011,
         neighbours=(
@@ -80,6 +92,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
             "post-storage", "user-timeline", "home-timeline",
         ),
         gateway_routes=("/wrk2-api/post/compose", "/api/post/compose"),
+        cpu_share=0.065,
     ),
 )
 
@@ -93,6 +106,17 @@ def get(name: str) -> ServiceSpec:
     except KeyError:
         known = ", ".join(BY_NAME)
         raise KeyError(f"unknown service {name!r}; known services: {known}") from None
+
+
+def default_workers(spec: ServiceSpec, cpus: int) -> int:
+    """uvicorn workers of ``spec`` on ``cpus`` CPUs: the cores its share of them comes to.
+
+    A worker is one process, so at most one core: a service gets about as many as its
+    share of the stack's CPU (``cpu_share``) of the machine needs, and at least one. On
+    2 CPUs every service gets 1 (more workers there only cost CPU per request: +11%
+    measured); on 16, home-timeline 4, post-storage 3, user-timeline 3.
+    """
+    return max(1, round(cpus * spec.cpu_share))
 
 
 def start_order() -> list[ServiceSpec]:

@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import typer
 import typer.main
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.cli.stack import describe_workers, parse_workers
+from socialbench.stack.launcher import StackConfig
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver.config import LoadConfig
 
@@ -108,3 +111,26 @@ def test_load_exits_1_with_the_reason_when_errors_pass_max_errors(failing_url: s
 
     tolerant = CliRunner().invoke(app, [*options, "--max-errors", "100%"])
     assert tolerant.exit_code == 0, tolerant.output
+
+
+def test_up_chooses_workers_from_the_cpu_count_unless_told() -> None:
+    assert params("up")["default_workers"].default is None
+    assert StackConfig().default_workers is None
+
+
+def test_up_says_which_workers_it_chose() -> None:
+    assert describe_workers(StackConfig(cpus=[0, 1])) == "1 worker per service (for 2 CPUs)"
+    assert describe_workers(StackConfig(cpus=list(range(16)))) == (
+        "Workers: post-storage 3, user-timeline 3, home-timeline 4; 1 for every other "
+        "service (for 16 CPUs)")
+    assert describe_workers(StackConfig(default_workers=2)) == (
+        "2 workers per service (as given)")
+    assert describe_workers(StackConfig(default_workers=2, workers={"text": 1})).endswith(
+        "; 1 for every other service (as given)")
+
+
+def test_up_refuses_workers_of_an_unknown_service() -> None:
+    assert parse_workers("text=2, home-timeline=3") == {"text": 2, "home-timeline": 3}
+    for bad in ("text", "text=0", "nope=2"):
+        with pytest.raises(typer.BadParameter):
+            parse_workers(bad)

@@ -33,6 +33,19 @@ def parse_workers(spec: str) -> dict[str, int]:
     return workers
 
 
+def describe_workers(config: launcher.StackConfig) -> str:
+    """The worker counts ``up`` chose, in one line: those above 1, and how they were chosen."""
+    workers = config.service_workers()
+    how = ("as given" if config.workers_chosen == "given"
+           else f"for {config.cpu_count} CPU{'s' if config.cpu_count != 1 else ''}")
+    if len(set(workers.values())) == 1:
+        count = next(iter(workers.values()))
+        return f"{count} worker{'s' if count != 1 else ''} per service ({how})"
+    named = ", ".join(f"{name} {count}" for name, count in workers.items() if count > 1)
+    rest = "; 1 for every other service" if 1 in workers.values() else ""
+    return f"Workers: {named}{rest} ({how})"
+
+
 STACK_DEFAULTS = launcher.StackConfig()
 
 
@@ -44,8 +57,9 @@ def up(
     media_port: Annotated[int, typer.Option(help="Media front-end port.")]
     = STACK_DEFAULTS.media_port,
     workers: Annotated[str, typer.Option(help="Workers per service: NAME=N,NAME=N.")] = "",
-    default_workers: Annotated[int, typer.Option(min=1, help="Workers of other services.")]
-    = STACK_DEFAULTS.default_workers,
+    default_workers: Annotated[int | None, typer.Option(min=1, help=(
+        "Workers of every service not named in --workers (default: from the CPU count, "
+        "by each service's share of the stack's CPU)."))] = STACK_DEFAULTS.default_workers,
     nginx_workers: Annotated[str, typer.Option(help="nginx worker_processes.")]
     = STACK_DEFAULTS.nginx_workers,
     redis_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.redis_port,
@@ -79,6 +93,7 @@ def up(
         trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
         jaeger_otlp_port=jaeger_otlp_port,
     )
+    console.print(describe_workers(config))
     try:
         stack.start(config, fresh=fresh, timeout_s=timeout,
                     on_progress=lambda message: console.print(f"  {message}"))

@@ -24,7 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from socialbench import registry
@@ -39,6 +39,7 @@ from socialbench.stack.servers import (
     port_open,
     redis_command,
 )
+from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.ramp.otlp import EXPORT_INTERVAL_MS
 
 STATE_FILE = "state.json"
@@ -84,8 +85,13 @@ class StackConfig:
     memcached_port: int = 11222
     mongodb_port: int = 27027
     memcached_memory_mb: int = 1024
+    # uvicorn workers: those of the services named here, then default_workers of every
+    # other; None: each its share of the CPUs (registry.default_workers, cpu_count).
     workers: dict[str, int] = field(default_factory=dict)
-    default_workers: int = 1
+    default_workers: int | None = None
+    # The CPU count the workers are chosen for; None until the stack first starts, which
+    # fixes it (the CPUs it may use then), so that restarts and re-pinning keep the counts.
+    worker_cpus: int | None = None
     nginx_workers: str = "auto"
     # Added to every service's registry port: a second stack (e.g. the tests') beside the first.
     service_port_offset: int = 0
@@ -114,8 +120,38 @@ class StackConfig:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
+    @property
+    def cpu_count(self) -> int:
+        """The CPU count the workers are chosen for: :attr:`worker_cpus` once fixed, else
+        the CPUs the stack may use (``cpus`` when set, else those this process may use)."""
+        if self.worker_cpus is not None:
+            return self.worker_cpus
+        return len(self.cpus) if self.cpus else len(usable_cpus())
+
+    def with_worker_cpus(self) -> StackConfig:
+        """This configuration with :attr:`worker_cpus` fixed (kept if it already is)."""
+        return self if self.worker_cpus is not None else replace(self, worker_cpus=self.cpu_count)
+
     def workers_of(self, service: str) -> int:
-        return self.workers.get(service, self.default_workers)
+        """uvicorn workers of ``service``: its own count, else default_workers, else the
+        registry's for :attr:`cpu_count` CPUs."""
+        if service in self.workers:
+            return self.workers[service]
+        if self.default_workers is not None:
+            return self.default_workers
+        return registry.default_workers(registry.get(service), self.cpu_count)
+
+    def service_workers(self) -> dict[str, int]:
+        """uvicorn workers of every service, by name (registry order)."""
+        return {spec.name: self.workers_of(spec.name) for spec in registry.SERVICES}
+
+    @property
+    def workers_chosen(self) -> str:
+        """How the worker counts were chosen: "given" (every count given by an option) or
+        "cpu-count" (some from the CPU count)."""
+        given = self.default_workers is not None or all(
+            spec.name in self.workers for spec in registry.SERVICES)
+        return "given" if given else "cpu-count"
 
     def service_port(self, spec: registry.ServiceSpec) -> int:
         return spec.port + self.service_port_offset

@@ -84,6 +84,7 @@ class LocalStack:
                 shutil.rmtree(self.data_dir / store_dir, ignore_errors=True)
             # New stores, new login secret: no token of a deleted user stays valid.
             (self.data_dir / launcher.SECRET_FILE).unlink(missing_ok=True)
+        config = config.with_worker_cpus()
         config.log_dir.mkdir(parents=True, exist_ok=True)
         launcher.plan(config)  # raises ServerNotInstalled here, before anything starts
         config_path = self.data_dir / launcher.CONFIG_FILE
@@ -193,7 +194,8 @@ class LocalStack:
         config = self.config
         tracing = config.tracing or bool(config.trace_collector)
         return StackRecord(
-            default_workers=config.default_workers, workers=dict(config.workers),
+            workers=config.service_workers(), default_workers=config.default_workers,
+            workers_chosen=config.workers_chosen, workers_cpus=config.cpu_count,
             nginx_workers=config.nginx_workers, tracing=tracing,
             trace_sample_ratio=config.trace_sample_ratio if tracing else None,
             durability=store_durability(self._mongodb_flavour()),

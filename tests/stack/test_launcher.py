@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -170,3 +172,49 @@ def test_a_free_service_offset_leaves_every_service_port_free() -> None:
     offset = launcher.free_service_offset()
     config = StackConfig(service_port_offset=offset)
     assert not any(port_open("127.0.0.1", config.service_port(s)) for s in registry.SERVICES)
+
+
+def test_a_services_workers_are_its_own_then_the_given_default_then_its_cpu_share() -> None:
+    on_16 = list(range(16))
+    config = StackConfig(cpus=on_16, workers={"text": 5})
+    assert (config.workers_of("text"), config.workers_of("home-timeline"),
+            config.workers_of("unique-id")) == (5, 4, 1)
+    assert config.cpu_count == 16 and config.workers_chosen == "cpu-count"
+    given = StackConfig(cpus=on_16, workers={"text": 5}, default_workers=2)
+    assert (given.workers_of("text"), given.workers_of("home-timeline")) == (5, 2)
+    assert given.workers_chosen == "given"
+    assert StackConfig(cpus=[0, 1]).service_workers() == {s.name: 1 for s in registry.SERVICES}
+
+
+def test_without_cpus_the_worker_counts_follow_the_cpus_this_process_may_use() -> None:
+    config = StackConfig()
+    assert config.cpu_count == len(os.sched_getaffinity(0))
+    assert config.service_workers() == {
+        s.name: registry.default_workers(s, config.cpu_count) for s in registry.SERVICES}
+
+
+def test_the_cpu_count_fixed_at_the_first_start_outlasts_a_restart_on_fewer_cpus() -> None:
+    started = StackConfig(cpus=list(range(16))).with_worker_cpus()
+    assert started.worker_cpus == 16
+    restarted = replace(started, cpus=[0, 1, 2, 3]).with_worker_cpus()  # ramp --fresh, split
+    assert restarted.worker_cpus == 16
+    assert restarted.service_workers() == started.service_workers()
+    assert restarted.workers_of("home-timeline") == 4
+    assert StackConfig.from_json(restarted.to_json()).service_workers() == (
+        started.service_workers())
+
+
+def test_the_plan_starts_each_service_with_its_worker_count(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, cpus=list(range(16)), workers={"text": 3})
+    argv = {c.name: c.argv for c in launcher.plan(config) if c.kind == "service"}
+    workers = {name: int(args[args.index("--workers") + 1]) for name, args in argv.items()}
+    assert workers == config.service_workers()
+    assert (workers["text"], workers["home-timeline"]) == (3, 4)
+
+
+def test_a_config_written_before_counts_came_from_the_cpus_still_loads(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path)
+    assert StackConfig.from_json(config.to_json()) == config
+    old = json.loads(config.to_json()) | {"default_workers": 1}
+    assert StackConfig.from_json(json.dumps(old)).service_workers() == {
+        s.name: 1 for s in registry.SERVICES}

@@ -61,12 +61,13 @@ def test_unmeasured_steps_say_so() -> None:
 
 
 def test_usable_cores_follow_workers_and_threads() -> None:
-    workers = {"home-timeline": 3}
-    assert usable_cores("home-timeline", "service", 8, workers, 1) == 3
-    assert usable_cores("text", "service", 8, workers, 2) == 2
-    assert usable_cores("home-timeline", "service", 2, workers, 1) == 2  # no more than cpus
-    assert usable_cores("redis", "store", 8, workers, 1) == 1
-    assert usable_cores("memcached", "store", 8, workers, 1) == 8
+    workers = {"home-timeline": 3, "text": 2}
+    assert usable_cores("home-timeline", "service", 8, workers) == 3
+    assert usable_cores("text", "service", 8, workers) == 2
+    assert usable_cores("media", "service", 8, workers) == 1  # not known: one worker
+    assert usable_cores("home-timeline", "service", 2, workers) == 2  # no more than cpus
+    assert usable_cores("redis", "store", 8, workers) == 1
+    assert usable_cores("memcached", "store", 8, workers) == 8
 
 
 def test_a_machine_near_its_cpus_is_cpu_bound_before_every_last_cycle() -> None:

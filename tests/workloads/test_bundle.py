@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from socialbench import registry
 from socialbench.workloads.ramp.bundle import (
     BundleError,
     Manifest,
+    StackRecord,
     StepRecord,
     Summary,
     read_bundle,
@@ -190,3 +192,16 @@ def test_the_schema_check_finds_missing_extra_and_mistyped_keys(
     assert "missing ['max_rate_rps']" in problems and "unexpected ['surprise']" in problems
     assert "'seven' is not integer" in problems
     assert any("'tired' not in" in problem for problem in problems)
+
+
+def test_a_stack_record_names_every_services_workers_old_bundles_too() -> None:
+    every = {spec.name: 2 for spec in registry.SERVICES}
+    record = StackRecord(workers=every, workers_chosen="cpu-count", workers_cpus=8,
+                         nginx_workers="auto", tracing=False, trace_sample_ratio=None)
+    assert record.service_workers() == every
+    # Before counts came from the CPU count: a default and only the services given their own.
+    old = StackRecord.model_validate({"default_workers": 3, "workers": {"text": 2},
+                                      "nginx_workers": "1", "tracing": False,
+                                      "trace_sample_ratio": None})
+    assert old.service_workers() == {spec.name: 3 for spec in registry.SERVICES} | {"text": 2}
+    assert (old.workers_chosen, old.workers_cpus) == (None, None)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from socialbench import registry
 from socialbench.cli import app
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
@@ -187,6 +188,27 @@ def test_a_fresh_restart_keeps_the_stacks_configuration(
     (restarted, fresh), = started
     assert fresh is True
     assert restarted == config
+    # Its record names every service's workers: text its own, the rest the given default.
+    record = LocalStack(tmp_path).record("http://127.0.0.1:18080")
+    assert record is not None
+    assert record.workers == {s.name: 3 for s in registry.SERVICES} | {"text": 2}
+    assert (record.default_workers, record.workers_chosen) == (3, "given")
+
+
+def test_the_stacks_record_holds_the_worker_counts_chosen_from_its_cpus(
+    tmp_path: Path,
+) -> None:
+    config = StackConfig(data_dir=tmp_path, gateway_port=18080, cpus=list(range(16)))
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+
+    record = LocalStack(tmp_path).record("http://127.0.0.1:18080")
+
+    assert record is not None
+    assert record.workers == config.service_workers()
+    assert set(record.workers) == set(registry.BY_NAME)
+    assert record.workers["home-timeline"] == 4
+    assert (record.default_workers, record.workers_chosen, record.workers_cpus) == (
+        None, "cpu-count", 16)
 
 
 def test_a_target_that_refuses_connections_stops_the_ramp_with_the_reason(

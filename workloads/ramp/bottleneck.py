@@ -51,11 +51,11 @@ class Bottleneck:
     suggestion: str | None = None
 
 
-def usable_cores(name: str, kind: str, cpus: int, workers: dict[str, int],
-                 default_workers: int) -> float:
-    """How many cores a component of the local stack can keep busy."""
+def usable_cores(name: str, kind: str, cpus: int, workers: dict[str, int]) -> float:
+    """How many cores a component of the local stack can keep busy; ``workers``: each
+    service's uvicorn workers (1 where not known)."""
     if kind == "service":
-        return float(min(workers.get(name, default_workers), cpus))
+        return float(min(workers.get(name, 1), cpus))
     return float(min(SINGLE_THREADED.get(name, cpus), cpus))
 
 

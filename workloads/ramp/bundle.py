@@ -32,7 +32,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader, HistogramLogWriter
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from socialbench import __version__
+from socialbench import __version__, registry
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
@@ -91,8 +91,20 @@ class Dataset(Strict):
 class StackRecord(Strict):
     """How the local stack that was measured was configured (its processes and tracing)."""
 
-    default_workers: int = Field(description="uvicorn workers of each service not listed.")
-    workers: dict[str, int] = Field(description="Services given their own worker count.")
+    workers: dict[str, int] = Field(
+        description="uvicorn workers of every service, by name (in bundles before worker "
+                    "counts came from the CPU count: only the services given their own).")
+    default_workers: int | None = Field(
+        default=None, description="Workers of every service not in workers, when given "
+                                  "(up --default-workers); None: from the CPU count.")
+    workers_chosen: str | None = Field(
+        default=None, description="How the worker counts were chosen: cpu-count (each "
+                                  "service its share of the stack's CPU of workers_cpus "
+                                  "CPUs) or given (--workers, --default-workers); None: an "
+                                  "older bundle.")
+    workers_cpus: int | None = Field(
+        default=None, description="The CPUs the stack could use when its worker counts "
+                                  "were chosen; None: an older bundle.")
     nginx_workers: str
     tracing: bool = Field(description="Services sent spans during the run (to Jaeger, or "
                                       "to the ramp's receiver: ramp --trace-ratio).")
@@ -102,6 +114,12 @@ class StackRecord(Strict):
         default_factory=dict,
         description="What each store keeps over a restart, by store: Redis appendonly and "
                     "appendfsync, the MongoDB-wire server's journal settings, memcached none.")
+
+
+    def service_workers(self) -> dict[str, int]:
+        """uvicorn workers of every service, older bundles' default filled in."""
+        default = self.default_workers or 1
+        return {spec.name: self.workers.get(spec.name, default) for spec in registry.SERVICES}
 
 
 class Manifest(Strict):
@@ -325,10 +343,10 @@ def _ms(stats: LatencyStats, keys: tuple[str, ...] = LATENCY_KEYS) -> dict[str, 
 def step_bottleneck(step: StepRun, stack: StackRecord | None, cpus: int) -> BottleneckRecord:
     """What limited ``step``: a component at its cores, every CPU busy, or waiting."""
     span = step.span_s
-    workers, default_workers = (stack.workers, stack.default_workers) if stack else ({}, 1)
+    workers = stack.service_workers() if stack else {}
     loads = [
         ComponentLoad(c.name, c.kind, c.cpu_seconds / span if span else 0.0,
-                      usable_cores(c.name, c.kind, cpus, workers, default_workers))
+                      usable_cores(c.name, c.kind, cpus, workers))
         for c in step.usage.components or []
     ]
     driver_cores = step.result.driver_cpu_s / span if span else 0.0
