@@ -78,3 +78,18 @@ def test_a_machine_near_its_cpus_is_cpu_bound_before_every_last_cycle() -> None:
         load("mongodb", "store", 0.55, 2),
     ], cpus=2, driver_cores=0.5)
     assert verdict.limit is Limit.CPUS
+
+
+def test_cpus_taken_by_other_processes_make_the_machine_the_limit_and_are_named() -> None:
+    components = [load("home-timeline", "service", 0.4, 1), load("mongodb", "store", 0.3, 2)]
+    alone = find_bottleneck(components, cpus=2, driver_cores=0.2)
+    assert alone.limit is Limit.WAITING  # 0.9 of 2 cores: the stack is not CPU-bound
+    crowded = find_bottleneck(components, cpus=2, driver_cores=0.2, host_cores=1.9)
+    assert crowded.limit is Limit.CPUS
+    assert "other processes and steal 1.00" in crowded.text
+    assert crowded.suggestion is not None and "quiet machine" in crowded.suggestion
+    # The host's measure never lowers what the stack's own processes used.
+    busy = [load("home-timeline", "service", 0.6, 1), load("mongodb", "store", 0.8, 2)]
+    own = find_bottleneck(busy, cpus=2, driver_cores=0.3, host_cores=1.0)
+    assert own.limit is Limit.CPUS and "other processes" not in own.text
+    assert own.suggestion is not None and "more cores" in own.suggestion

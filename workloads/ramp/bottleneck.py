@@ -18,6 +18,10 @@ BUSY = 0.9
 # everything else on it leave no more (measured: a 2-core box tops out near 1.75 cores).
 CPUS_BUSY = 0.8
 SINGLE_THREADED = {"redis": 1}
+# Cores taken by others (processes not ours, steal) worth naming, and the share of the
+# CPUs at which they, not the stack, crowd the step.
+OTHERS_SHOWN = 0.05
+OTHERS_CROWDING = 0.25
 
 
 class Limit(StrEnum):
@@ -59,13 +63,20 @@ def usable_cores(name: str, kind: str, cpus: int, workers: dict[str, int]) -> fl
     return float(min(SINGLE_THREADED.get(name, cpus), cpus))
 
 
-def find_bottleneck(components: list[ComponentLoad], cpus: int,
-                    driver_cores: float = 0.0) -> Bottleneck:
-    """The verdict on a step from its components' loads and the machine's ``cpus``."""
+def find_bottleneck(components: list[ComponentLoad], cpus: int, driver_cores: float = 0.0,
+                    host_cores: float | None = None) -> Bottleneck:
+    """The verdict on a step from its components' loads and the machine's ``cpus``.
+
+    ``host_cores``: the cores busy or stolen on the whole machine over the step (from
+    /proc/stat), when measured over every CPU; what exceeds the stack's and the driver's
+    own is other processes' and the hypervisor's, and counts towards "every CPU busy".
+    """
     if not components:
         return Bottleneck(Limit.UNMEASURED, "not measured: no per-process CPU for this step")
     hottest = max(components, key=lambda c: c.busy)
-    total = sum(c.cores for c in components) + driver_cores
+    ours = sum(c.cores for c in components) + driver_cores
+    total = max(ours, host_cores or 0.0)
+    others = total - ours
     if hottest.busy >= BUSY:
         workers = round(hottest.usable_cores)
         text = (f"{hottest.name} at {hottest.busy:.0%} of the {workers} core"
@@ -78,13 +89,18 @@ def find_bottleneck(components: list[ComponentLoad], cpus: int,
             text += f" ({workers} worker{'s' if workers != 1 else ''}), with every CPU busy"
         return Bottleneck(Limit.PROCESS, text, hottest.name, suggestion)
     if total >= CPUS_BUSY * cpus:
+        shares = f"stack {ours - driver_cores:.2f}, driver {driver_cores:.2f}"
+        if others >= OTHERS_SHOWN:
+            shares += f", other processes and steal {others:.2f}"
+        crowded = others >= OTHERS_CROWDING * cpus
         return Bottleneck(
             Limit.CPUS,
-            f"all {cpus} CPUs busy ({total:.2f} cores: stack {total - driver_cores:.2f}, "
-            f"driver {driver_cores:.2f}); the hottest is {hottest.name} at "
-            f"{hottest.cores:.2f} cores",
+            f"all {cpus} CPUs busy ({total:.2f} cores: {shares}); the hottest is "
+            f"{hottest.name} at {hottest.cores:.2f} cores",
             hottest.name,
-            "a machine with more cores, or less CPU per request",
+            "a quiet machine: other processes or the hypervisor took "
+            f"{others:.2f} cores of {cpus}" if crowded
+            else "a machine with more cores, or less CPU per request",
         )
     return Bottleneck(
         Limit.WAITING,

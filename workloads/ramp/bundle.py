@@ -350,7 +350,11 @@ def step_bottleneck(step: StepRun, stack: StackRecord | None, cpus: int) -> Bott
         for c in step.usage.components or []
     ]
     driver_cores = step.result.driver_cpu_s / span if span else 0.0
-    verdict = find_bottleneck(loads, cpus, driver_cores)
+    host = step.result.driver.host if step.result.driver else None
+    # Only a measure over every CPU (the driver's, when it shares them with the stack).
+    host_cores = ((host.busy_share + host.steal_share) * len(host.cpus)
+                  if host is not None and len(host.cpus) >= cpus else None)
+    verdict = find_bottleneck(loads, cpus, driver_cores, host_cores)
     return BottleneckRecord(limit=verdict.limit, text=verdict.text,
                             component=verdict.component, suggestion=verdict.suggestion)
 
