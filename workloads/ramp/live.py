@@ -169,7 +169,7 @@ def print_headline(result: RampReport, console: Console) -> None:
         rates = ", ".join(f"{rate:,.6g}" for rate in summary.repeat_max_rates_rps)
         cv = summary.coefficient_of_variation
         console.print(
-            f"Repeats: {rates} req/s; mean {summary.mean_max_rate_rps or 0:,.6g}, median "
+            f"Repeats: {rates} req/s; mean {summary.mean_max_rate_rps or 0:,.1f}, median "
             f"{summary.median_max_rate_rps or 0:,.6g}, coefficient of variation "
             + (f"{cv:.1%}" if cv is not None else "—"))
     elif summary.completed:
