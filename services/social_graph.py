@@ -31,7 +31,7 @@ from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import Id, now_ms
 from socialbench.runtime.singleflight import SingleFlight
-from socialbench.runtime.stores import flag_fresh_cache
+from socialbench.runtime.stores import flag_fresh_cache, insert_one, once_more_if_dropped
 from socialbench.runtime.web import (
     IncompleteArguments,
     failure_prefix,
@@ -77,7 +77,7 @@ class SocialGraphService:
         edge = {"_id": _edge_id(user_id, followee_id), "follower_id": user_id,
                 "followee_id": followee_id, "timestamp": now}
         with contextlib.suppress(DuplicateKeyError):  # the edge exists: keep it as it is
-            await self.edges.insert_one(edge)
+            await insert_one(self.edges, edge)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zadd(f"{user_id}:followees", {str(followee_id): now}, nx=True)
             pipe.zadd(f"{followee_id}:followers", {str(user_id): now}, nx=True)
@@ -85,7 +85,8 @@ class SocialGraphService:
 
     async def unfollow(self, user_id: int, followee_id: int) -> None:
         """``user_id`` no longer follows ``followee_id`` (a no-op if it did not)."""
-        await self.edges.delete_one({"_id": _edge_id(user_id, followee_id)})
+        edge_id = _edge_id(user_id, followee_id)
+        await once_more_if_dropped(lambda: self.edges.delete_one({"_id": edge_id}))
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zrem(f"{user_id}:followees", str(followee_id))
             pipe.zrem(f"{followee_id}:followers", str(user_id))

@@ -40,7 +40,12 @@ from socialbench.runtime.errors import (
     Unauthorized,
 )
 from socialbench.runtime.models import Creator, Id
-from socialbench.runtime.stores import STORE_ERRORS, memcached_key, user_id_cache_key
+from socialbench.runtime.stores import (
+    STORE_ERRORS,
+    insert_one,
+    memcached_key,
+    user_id_cache_key,
+)
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
 
 log = logging.getLogger(__name__)
@@ -101,7 +106,7 @@ class UserService:
         for _ in range(1 if user_id is not None else MAX_ID_ATTEMPTS):
             candidate = user_id if user_id is not None else new_user_id()
             try:
-                await self.users.insert_one({"user_id": candidate, **profile})
+                await insert_one(self.users, {"user_id": candidate, **profile})
             except DuplicateKeyError:
                 if await self._username_taken(username):
                     raise Conflict(f"Username {username} already existed") from None

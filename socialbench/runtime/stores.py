@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiomcache
 import redis.asyncio as aioredis
@@ -27,12 +27,20 @@ from aiomcache.pool import Connection, MemcachePool
 from opentelemetry.trace import Tracer
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import PyMongoError
+from pymongo.errors import (
+    AutoReconnect,
+    DuplicateKeyError,
+    NetworkTimeout,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 
 from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.store_spans import MongoSpans, TracedMemcached, TracedRedis
+
+T = TypeVar("T")
 
 STORE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisError,
@@ -269,3 +277,49 @@ async def flag_fresh_cache(
     """
     if await collection.find_one({}, {"_id": 1}) is None:
         await redis.set(flag, b"1", nx=True)
+
+
+def _connection_was_dropped(exc: AutoReconnect) -> bool:
+    """A pooled connection the server had closed (it restarted), not a server that does
+    not answer: a timeout or no server found is not worth a second wait."""
+    return not isinstance(exc, (NetworkTimeout, ServerSelectionTimeoutError))
+
+
+async def insert_one(collection: AsyncCollection[dict[str, Any]],
+                     document: dict[str, Any]) -> None:
+    """``collection.insert_one(document)``, once more after a dropped connection.
+
+    pymongo retries no write on a standalone server (retryable writes need a replica
+    set), so after the MongoDB server restarted, the first write on each pooled
+    connection failed. The second try sends the same ``_id`` (pymongo set it in
+    ``document`` the first time): a duplicate of it means the first try had landed,
+    which is a success; any other duplicate key is the caller's, raised as usual.
+    """
+    try:
+        await collection.insert_one(document)
+    except AutoReconnect as exc:
+        if not _connection_was_dropped(exc):
+            raise
+        await insert_again(collection, document)
+
+
+async def insert_again(collection: AsyncCollection[dict[str, Any]],
+                       document: dict[str, Any]) -> None:
+    """The second try of :func:`insert_one`: a duplicate of ``document``'s own ``_id``
+    is the first try, landed."""
+    try:
+        await collection.insert_one(document)
+    except DuplicateKeyError:
+        if await collection.find_one({"_id": document["_id"]}, {"_id": 1}) is None:
+            raise
+
+
+async def once_more_if_dropped(write: Callable[[], Awaitable[T]]) -> T:
+    """``write()``, once more after a dropped connection: for writes safe to repeat
+    (deletes, upserts with ``$set``)."""
+    try:
+        return await write()
+    except AutoReconnect as exc:
+        if not _connection_was_dropped(exc):
+            raise
+        return await write()

@@ -16,11 +16,19 @@ import pytest
 import redis.exceptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from socialbench.registry import Store
 from socialbench.runtime.settings import Settings
-from socialbench.runtime.stores import STORE_ERRORS, MemcachedTimeout, Stores, memcached_key
+from socialbench.runtime.stores import (
+    STORE_ERRORS,
+    MemcachedTimeout,
+    Stores,
+    insert_again,
+    insert_one,
+    memcached_key,
+    once_more_if_dropped,
+)
 from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
@@ -29,6 +37,7 @@ from socialbench.stack.servers import (
     mongodb_command,
     redis_command,
 )
+from tests.services.support import unique_name
 
 T = TypeVar("T")
 
@@ -319,6 +328,50 @@ async def test_a_killed_mongodb_fails_fast_and_is_found_again_when_restarted(
     finally:
         await stores.close()
         server.stop()
+
+
+async def test_a_write_after_a_mongodb_restart_is_not_lost_to_a_dropped_connection(
+    tmp_path: Path,
+) -> None:
+    command = mongodb_command(free_port(), tmp_path / "mongodb")
+    server = start(command, tmp_path / "mongodb.log")
+    stores = Stores.connect(Settings(mongodb_url=f"mongodb://{command.address}",
+                                     mongodb_pool_size=4, **BOUNDED), (Store.MONGODB,))
+    collection = stores.require_mongodb()["drill"]["c"]
+    try:
+        # Four pooled connections, each used within the last second (so none is checked
+        # for liveness when taken again), then the server restarted under them.
+        await asyncio.gather(*(collection.find_one({"n": i}) for i in range(8)))
+        kill_9(server)
+        server = start(command, tmp_path / "mongodb-2.log")
+        for n in range(4):  # each on a connection the old server had
+            await insert_one(collection, {"n": n})
+        await once_more_if_dropped(lambda: collection.delete_one({"n": 0}))
+        assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3]
+    finally:
+        await stores.close()
+        server.stop()
+
+
+async def test_a_second_try_of_an_insert_that_had_landed_is_a_success(
+    store_env: dict[str, str],
+) -> None:
+    stores = Stores.connect(Settings(mongodb_url=store_env["SOCIALBENCH_MONGODB_URL"]),
+                            (Store.MONGODB,))
+    collection = stores.require_mongodb()["retry"][unique_name("c")]
+    try:
+        await collection.create_index("post_id", unique=True)
+        landed = {"post_id": 1, "text": "first"}
+        await collection.insert_one(landed)  # the first try, whose answer was lost
+        with pytest.raises(DuplicateKeyError):  # a plain second try
+            await collection.insert_one(landed)
+        # The same document (its _id set by the first try) tried again: a success.
+        await insert_again(collection, landed)
+        assert await collection.count_documents({}) == 1
+        with pytest.raises(DuplicateKeyError):  # another document with a taken post id
+            await insert_again(collection, {"post_id": 1, "text": "other"})
+    finally:
+        await stores.close()
 
 
 # ---------------------------------------------------------------- memcached keys
