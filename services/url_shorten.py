@@ -19,6 +19,7 @@ from pymongo.errors import BulkWriteError
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NotFound, StoreError
 from socialbench.runtime.models import MAX_ITEMS, Text, Url, UrlsAnswer
+from socialbench.runtime.stores import once_more_if_dropped
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 SHORT_URL_PREFIX = "http://short-url/"
@@ -62,7 +63,9 @@ class UrlShortenService:
         """Insert ``pairs[i]`` for ``i`` in ``indexes``; the indexes whose short url was taken."""
         documents = [pairs[i].model_dump() for i in indexes]
         try:
-            await self.urls.insert_many(documents, ordered=False)
+            # Sent again after a dropped connection: what the first try stored is then
+            # "taken", redrawn, and left unused.
+            await once_more_if_dropped(lambda: self.urls.insert_many(documents, ordered=False))
         except BulkWriteError as exc:
             errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
             if any(error.get("code") != DUPLICATE_KEY for error in errors) or not errors:

@@ -316,7 +316,7 @@ async def insert_again(collection: AsyncCollection[dict[str, Any]],
 
 async def once_more_if_dropped(write: Callable[[], Awaitable[T]]) -> T:
     """``write()``, once more after a dropped connection: for writes safe to repeat
-    (deletes, upserts with ``$set``)."""
+    (deletes; inserts whose duplicates the caller takes as taken keys)."""
     try:
         return await write()
     except AutoReconnect as exc:
