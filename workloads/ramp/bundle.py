@@ -115,7 +115,6 @@ class StackRecord(Strict):
         description="What each store keeps over a restart, by store: Redis appendonly and "
                     "appendfsync, the MongoDB-wire server's journal settings, memcached none.")
 
-
     def service_workers(self) -> dict[str, int]:
         """uvicorn workers of every service, older bundles' default filled in."""
         default = self.default_workers or 1
