@@ -7,7 +7,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -304,53 +304,68 @@ async def test_a_killed_redis_fails_fast_and_is_found_again_when_restarted(
         server.stop()
 
 
-async def test_a_killed_mongodb_fails_fast_and_is_found_again_when_restarted(
-    tmp_path: Path,
-) -> None:
-    command = mongodb_command(free_port(), tmp_path / "mongodb")
-    server = start(command, tmp_path / "mongodb.log")
-    stores = Stores.connect(Settings(mongodb_url=f"mongodb://{command.address}",
-                                     mongodb_pool_size=4, **BOUNDED), (Store.MONGODB,))
-    collection = stores.require_mongodb()["drill"]["c"]
-    try:
-        await collection.insert_one({"_id": 1, "v": "before"})
-        kill_9(server)
-        outcomes = await asyncio.wait_for(asyncio.gather(
-            *(collection.find_one({"_id": i}) for i in range(20)), return_exceptions=True),
-            timeout=60)
-        assert all(isinstance(o, STORE_ERRORS) for o in outcomes), outcomes
+class OwnMongoDB:
+    """A MongoDB server of the test's own (to kill and restart) and a collection of it."""
 
-        server = start(command, tmp_path / "mongodb-2.log")
-        document, _ = await first_success(lambda: collection.find_one({"_id": 1}))
-        assert document == {"_id": 1, "v": "before"}
-        await collection.insert_one({"_id": 2, "v": "after"})
-        assert await stores.health() == {"mongodb": "ok"}
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.command = mongodb_command(free_port(), tmp_path / "mongodb")
+        self.starts = 0
+        self.server = self.start()
+        self.stores = Stores.connect(Settings(mongodb_url=f"mongodb://{self.command.address}",
+                                              mongodb_pool_size=4, **BOUNDED), (Store.MONGODB,))
+        self.collection = self.stores.require_mongodb()["drill"]["c"]
+
+    def start(self) -> ServerProcess:
+        self.starts += 1
+        self.server = start(self.command, self.tmp_path / f"mongodb-{self.starts}.log")
+        return self.server
+
+    async def close(self) -> None:
+        await self.stores.close()
+        self.server.stop()
+
+
+@pytest.fixture
+async def own_mongodb(tmp_path: Path) -> AsyncIterator[OwnMongoDB]:
+    mongodb = OwnMongoDB(tmp_path)
+    try:
+        yield mongodb
     finally:
-        await stores.close()
-        server.stop()
+        await mongodb.close()
+
+
+async def test_a_killed_mongodb_fails_fast_and_is_found_again_when_restarted(
+    own_mongodb: OwnMongoDB,
+) -> None:
+    collection = own_mongodb.collection
+    await collection.insert_one({"_id": 1, "v": "before"})
+    kill_9(own_mongodb.server)
+    outcomes = await asyncio.wait_for(asyncio.gather(
+        *(collection.find_one({"_id": i}) for i in range(20)), return_exceptions=True),
+        timeout=60)
+    assert all(isinstance(o, STORE_ERRORS) for o in outcomes), outcomes
+
+    own_mongodb.start()
+    document, _ = await first_success(lambda: collection.find_one({"_id": 1}))
+    assert document == {"_id": 1, "v": "before"}
+    await collection.insert_one({"_id": 2, "v": "after"})
+    assert await own_mongodb.stores.health() == {"mongodb": "ok"}
 
 
 async def test_a_write_after_a_mongodb_restart_is_not_lost_to_a_dropped_connection(
-    tmp_path: Path,
+    own_mongodb: OwnMongoDB,
 ) -> None:
-    command = mongodb_command(free_port(), tmp_path / "mongodb")
-    server = start(command, tmp_path / "mongodb.log")
-    stores = Stores.connect(Settings(mongodb_url=f"mongodb://{command.address}",
-                                     mongodb_pool_size=4, **BOUNDED), (Store.MONGODB,))
-    collection = stores.require_mongodb()["drill"]["c"]
-    try:
-        # Four pooled connections, each used within the last second (so none is checked
-        # for liveness when taken again), then the server restarted under them.
-        await asyncio.gather(*(collection.find_one({"n": i}) for i in range(8)))
-        kill_9(server)
-        server = start(command, tmp_path / "mongodb-2.log")
-        for n in range(4):  # each on a connection the old server had
-            await insert_one(collection, {"n": n})
-        await once_more_if_dropped(lambda: collection.delete_one({"n": 0}))
-        assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3]
-    finally:
-        await stores.close()
-        server.stop()
+    collection = own_mongodb.collection
+    # Four pooled connections, each used within the last second (so none is checked for
+    # liveness when taken again), then the server restarted under them.
+    await asyncio.gather(*(collection.find_one({"n": i}) for i in range(8)))
+    kill_9(own_mongodb.server)
+    own_mongodb.start()
+    for n in range(4):  # each on a connection the old server had
+        await insert_one(collection, {"n": n})
+    await once_more_if_dropped(lambda: collection.delete_one({"n": 0}))
+    assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3]
 
 
 async def test_a_second_try_of_an_insert_that_had_landed_is_a_success(
