@@ -241,6 +241,10 @@ def _answer_exception(state: Any, scope: Scope, exc: Exception) -> Response:
         return _error_answer(state, scope, exc)
     if isinstance(exc, ClientDisconnect):
         return _error_answer(state, scope, _client_gone())
+    if isinstance(exc, HTTPException):  # e.g. Starlette's, reading a form
+        response = _error_answer(state, scope, _http_error(exc))
+        response.headers.update(exc.headers or {})
+        return response
     if isinstance(exc, STORE_ERRORS):
         return _error_answer(state, scope, StoreError(f"{type(exc).__name__}: {exc}"))
     log.error("%s %s: unexpected error", scope.get("method"), scope.get("path"), exc_info=exc)

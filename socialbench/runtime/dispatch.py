@@ -11,6 +11,12 @@ serialization (a third to a half of a service's CPU per call, measured): it find
 route by its exact path, reads the body, validates it with the same model
 (``model_validate_json``), awaits the same endpoint and sends its answer.
 
+*Front-end* routes (the registry's, behind nginx) whose endpoint takes only the request
+and the service's logic, and answers a ``Response`` (the original's ``wrk2-api`` routes:
+they read their query string or form body themselves) are called the same way, with a
+Starlette ``Request``, for their methods and any content type but JSON; a route with
+another dependency (a login) stays FastAPI's.
+
 The answers are FastAPI's own wherever they could differ: a body the model refuses, or
 one that could hold a lone surrogate (which FastAPI's JSON decoding lets through and the
 runtime's ``strict_json_body`` refuses), or a non-JSON content type, is handed, with its
@@ -28,7 +34,7 @@ import pydantic_core
 from fastapi import FastAPI, routing
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -47,6 +53,37 @@ class InternalRoute:
     body_name: str | None
     logic_name: str | None
     status_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class FrontEndRoute:
+    """An endpoint called with the request and the service's logic, by keyword."""
+
+    endpoint: Callable[..., Awaitable[Response]]
+    methods: frozenset[str]
+    request_name: str
+    logic_name: str
+
+
+def find_front_end_routes(
+    app: FastAPI, public: Collection[str], logic_dependency: Callable[..., Any],
+    ignored_dependencies: Collection[Callable[..., Any]] = (),
+) -> dict[str, FrontEndRoute]:
+    """The ``public`` routes of ``app`` by path whose endpoint takes the request and the
+    logic only, and answers a ``Response`` of its own."""
+    found: dict[str, FrontEndRoute] = {}
+    for route in _api_routes(app):
+        if route.path not in public or route.response_model is not None:
+            continue
+        dependant = route.dependant
+        if (not dependant.request_param_name or dependant.body_params
+                or _other_params(route, request_allowed=True)):
+            continue
+        logic_name = _logic_name(dependant, logic_dependency, ignored_dependencies)
+        if logic_name is not None and logic_name is not _OTHER:
+            found[route.path] = FrontEndRoute(route.endpoint, frozenset(route.methods),
+                                              dependant.request_param_name, logic_name)
+    return found
 
 
 def find_internal_routes(
@@ -73,23 +110,43 @@ def _api_routes(app: FastAPI) -> list[Any]:
             if isinstance(context.original_route, APIRoute)]
 
 
-def _internal(
-    route: Any, logic_dependency: Callable[..., Any], ignored: Collection[Callable[..., Any]],
-) -> InternalRoute | None:
+def _other_params(route: Any, *, request_allowed: bool) -> bool:
+    """Whether the endpoint takes anything FastAPI would have to find for it (path,
+    query, header or cookie parameters, the connection, ...), the request aside if
+    ``request_allowed``."""
     dependant = route.dependant
-    if (dependant.path_params or dependant.query_params or dependant.header_params
-            or dependant.cookie_params or dependant.request_param_name
-            or dependant.websocket_param_name or dependant.http_connection_param_name
-            or dependant.response_param_name or dependant.background_tasks_param_name
-            or dependant.security_scopes_param_name or route.path_format != route.path):
-        return None
+    return bool(
+        dependant.path_params or dependant.query_params or dependant.header_params
+        or dependant.cookie_params or (dependant.request_param_name and not request_allowed)
+        or dependant.websocket_param_name or dependant.http_connection_param_name
+        or dependant.response_param_name or dependant.background_tasks_param_name
+        or dependant.security_scopes_param_name or route.path_format != route.path)
+
+
+_OTHER = "another dependency"
+
+
+def _logic_name(dependant: Any, logic_dependency: Callable[..., Any],
+                ignored: Collection[Callable[..., Any]]) -> str | None:
+    """The name of the endpoint's logic parameter (None: it takes none), or ``_OTHER``
+    when it depends on anything else."""
     logic_name = None
     for sub in dependant.dependencies:
         if sub.call in ignored and sub.name is None:
             continue
         if sub.call is not logic_dependency or sub.dependencies or sub.name is None:
-            return None
+            return _OTHER
         logic_name = sub.name
+    return logic_name
+
+
+def _internal(
+    route: Any, logic_dependency: Callable[..., Any], ignored: Collection[Callable[..., Any]],
+) -> InternalRoute | None:
+    dependant = route.dependant
+    logic_name = _logic_name(dependant, logic_dependency, ignored)
+    if _other_params(route, request_allowed=False) or logic_name is _OTHER:
+        return None
     model: type[BaseModel] | None = None
     body_name = None
     if dependant.body_params:
@@ -152,13 +209,23 @@ class InternalRoutes:
         self.app = app
         self.routes = find_internal_routes(service_app, public, logic_dependency,
                                            ignored_dependencies)
+        self.front_end = find_front_end_routes(service_app, public, logic_dependency,
+                                               ignored_dependencies)
         self.logic = logic
         self.error_answer = error_answer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.routes.get(scope["path"]) if scope["type"] == "http" else None
-        if route is None or scope["method"] != "POST" or not _json_request(scope):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        route = self.routes.get(scope["path"])
+        if route is None or scope["method"] != "POST" or not _json_request(scope):
+            front_end = self.front_end.get(scope["path"])
+            if (front_end is not None and scope["method"] in front_end.methods
+                    and not _json_request(scope)):
+                await self._front_end(front_end, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
         try:
             body = await read_body(receive)
@@ -190,6 +257,18 @@ class InternalRoutes:
             headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(payload))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+    async def _front_end(self, route: FrontEndRoute, scope: Scope, receive: Receive,
+                         send: Send) -> None:
+        scope["endpoint"] = route.endpoint  # as the router sets it: the error's wording
+        request = Request(scope, receive)
+        try:
+            response = await route.endpoint(
+                **{route.request_name: request, route.logic_name: self.logic()})
+        except Exception as exc:
+            response = self.error_answer(scope, exc)
+        await response(scope, receive, send)
 
 
 def _json_request(scope: Scope) -> bool:

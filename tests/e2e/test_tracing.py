@@ -15,6 +15,7 @@ from tests.e2e.support import FORM, follow, new_user
 pytestmark = pytest.mark.e2e
 
 EXPORT_WAIT_S = 30.0  # the services export in batches, every 5 s
+SPAN_CLOSE_SLACK_US = 10_000
 
 
 def wait_for_trace(jaeger_url: str, trace_id: str, services: set[str]) -> dict[str, Any]:
@@ -65,11 +66,13 @@ def test_a_sampled_compose_is_one_whole_trace(client: httpx.Client, jaeger_url: 
         return parents[0] if parents else None
 
     # compose-post's server span continues the caller's trace, and took no longer than
-    # the client saw (times add up).
+    # the client saw (times add up), but for the moment after its answer left: the span
+    # closes when the service's loop comes back to it, which on a busy machine can be a
+    # few ms after the client has the answer.
     root = next(s for s in spans.values() if parent_of(s) == caller_span_id)
     assert service_of[root["processID"]] == "compose-post"
     assert root["operationName"] == "POST /wrk2-api/post/compose"
-    assert root["duration"] <= elapsed_us
+    assert root["duration"] <= elapsed_us + SPAN_CLOSE_SLACK_US
     # Every other span hangs off a span of the same trace: the tree is whole.
     for span in spans.values():
         if span is not root:

@@ -13,16 +13,22 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from socialbench import registry
 from socialbench.runtime.app import (
     ServiceContext,
     create_service_app,
     service_logic,
     strict_json_body,
 )
-from socialbench.runtime.dispatch import InternalRoutes, find_internal_routes
+from socialbench.runtime.dispatch import (
+    InternalRoutes,
+    find_front_end_routes,
+    find_internal_routes,
+)
 from socialbench.runtime.errors import Conflict
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import MAX_ITEMS, Id, Text
+from socialbench.runtime.web import failure_prefix, form_args, require_ints, text
 from tests.services.support import app_client
 
 
@@ -201,3 +207,94 @@ async def app_client_stats(app: FastAPI) -> dict[str, int]:
     async with transport_client as http:
         errors: dict[str, int] = (await http.get("/stats")).json()["errors"]
     return errors
+
+
+# ---------------------------------------------------------------- front-end routes
+
+
+def make_front_end_app() -> FastAPI:
+    """An app named after a service with front-end routes, answering one of them."""
+    router = APIRouter()
+    path = registry.get("home-timeline").gateway_routes[0]
+
+    @router.api_route(path, methods=["GET", "POST"])
+    @failure_prefix("Thing failure")
+    async def thing(request: Request, logic: LogicDep) -> Response:
+        """Front end: the original's form or query arguments."""
+        (user_id,) = require_ints(await form_args(request), "user_id")
+        if user_id == 13:
+            raise RuntimeError("unlucky")
+        if user_id == 409:
+            raise Conflict("taken")
+        if user_id == 503:
+            raise redis.exceptions.ConnectionError("redis is down")
+        return text(f"thing {user_id}")
+
+    @router.get("/api/home-timeline/read")
+    async def with_a_login(request: Request, logic: LogicDep,
+                           user: Annotated[int, Depends(lambda: 1)]) -> Response:
+        """Front end with another dependency: FastAPI's."""
+        return text("ok")
+
+    return create_service_app("home-timeline", router, Logic)
+
+
+def test_front_end_routes_taken_are_those_of_the_request_and_the_logic_only() -> None:
+    app = make_front_end_app()
+    public = registry.get("home-timeline").gateway_routes
+    found = find_front_end_routes(app, public, service_logic, (strict_json_body,))
+    assert set(found) == {public[0]}
+    assert found[public[0]].methods >= {"GET", "POST"}
+    assert find_front_end_routes(app, (), service_logic, (strict_json_body,)) == {}
+
+
+FRONT_END_QUERIES = ["user_id=7", "user_id=x", "", "user_id=13", "user_id=409",
+                     "user_id=503", "user_id=%ff", "user_id=1&user_id=2"]
+
+
+@pytest.mark.parametrize("query", FRONT_END_QUERIES)
+async def test_front_end_answers_are_those_fastapi_gives(query: str) -> None:
+    path = registry.get("home-timeline").gateway_routes[0]
+    async with app_client(make_front_end_app()) as http:
+        light = await http.get(f"{path}?{query}")
+        # A JSON content type keeps the request on FastAPI's path.
+        full = await http.get(f"{path}?{query}", headers={"Content-Type": "application/json"})
+        form = await http.post(path, content=query,
+                               headers={"Content-Type": "application/x-www-form-urlencoded"})
+        errors = (await http.get("/stats")).json()["errors"]
+    assert (light.status_code, light.text) == (full.status_code, full.text)
+    assert (form.status_code, form.text.replace("form body", "query string")) == (
+        full.status_code, full.text)
+    assert light.headers["content-type"] == full.headers["content-type"]
+    if light.status_code >= 400:
+        assert sum(errors.values()) == 3, errors  # each path counts its error
+
+
+async def test_a_front_end_route_is_answered_without_the_app_behind_it() -> None:
+    app = make_front_end_app()
+    path = registry.get("home-timeline").gateway_routes[0]
+
+    async def not_called(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("handed to FastAPI")
+
+    dispatch = InternalRoutes(
+        not_called, service_app=app, public=(path,), logic_dependency=service_logic,
+        ignored_dependencies=(strict_json_body,), logic=lambda: Logic(None),  # type: ignore[arg-type]
+        error_answer=lambda scope, exc: JSONResponse({}, status_code=599),
+    )
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": b"user_id=7",
+             "headers": []}
+    await dispatch(scope, receive, send)
+    assert (sent[0]["status"], sent[1]["body"]) == (200, b"thing 7\n")
+    scope = scope | {"query_string": b"user_id=13"}
+    sent.clear()
+    await dispatch(scope, receive, send)
+    assert sent[0]["status"] == 599  # the runtime's error answer
