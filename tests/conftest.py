@@ -9,7 +9,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from socialbench import registry
 from socialbench.stack import launcher
 from socialbench.stack.servers import (
     ServerCommand,
@@ -18,7 +17,6 @@ from socialbench.stack.servers import (
     free_ports,
     memcached_command,
     mongodb_command,
-    port_open,
     redis_command,
 )
 from tests.support import socialbench
@@ -79,13 +77,6 @@ def store_env(
 # ---------------------------------------------------------------- the whole stack
 
 
-def _free_service_offset() -> int:
-    for offset in range(20000, 40000, 100):
-        if not any(port_open("127.0.0.1", s.port + offset) for s in registry.SERVICES):
-            return offset
-    raise RuntimeError("no free range of service ports")
-
-
 @pytest.fixture(scope="session")
 def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Data directory of a running stack; everything it started is gone after the session."""
@@ -95,7 +86,7 @@ def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "up", "--data-dir", str(data_dir), "--port", str(port),
         "--media-port", str(media), "--redis-port", str(redis),
         "--memcached-port", str(memcached), "--mongodb-port", str(mongodb),
-        "--service-port-offset", str(_free_service_offset()), "--nginx-workers", "1",
+        "--service-port-offset", str(launcher.free_service_offset()), "--nginx-workers", "1",
         # Ratio 0: only a request that arrives with a sampled trace context is traced.
         "--tracing", "--trace-ratio", "0", "--jaeger-port", str(jaeger),
         "--jaeger-otlp-port", str(jaeger_otlp),

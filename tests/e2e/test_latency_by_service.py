@@ -31,7 +31,6 @@ from socialbench.workloads.ramp.bottleneck import Limit
 from socialbench.workloads.ramp.bundle import read_bundle
 from socialbench.workloads.ramp.report import SERVICE_PLOT
 from socialbench.workloads.ramp.spans import Part
-from tests.conftest import _free_service_offset
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -61,7 +60,8 @@ def slow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     up = socialbench(
         "up", "--data-dir", str(data_dir), "--port", str(port), "--media-port", str(media),
         "--redis-port", str(redis), "--memcached-port", str(memcached),
-        "--mongodb-port", str(mongodb), "--service-port-offset", str(_free_service_offset()),
+        "--mongodb-port", str(mongodb),
+        "--service-port-offset", str(launcher.free_service_offset()),
         "--nginx-workers", "1", "--timeout", "600",
     )
     try:
