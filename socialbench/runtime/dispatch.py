@@ -1,4 +1,5 @@
-"""The lighter dispatch of internal routes: service-to-service calls without FastAPI's machinery.
+"""The lighter dispatch: service-to-service calls, and the original's front-end routes,
+without FastAPI's machinery.
 
 Every route of a service is a FastAPI route (its OpenAPI is complete, its tests run it
 through FastAPI). An *internal* route is one other services call: a ``POST`` that is not
@@ -257,7 +258,6 @@ class InternalRoutes:
             headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(payload))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
-
 
     async def _front_end(self, route: FrontEndRoute, scope: Scope, receive: Receive,
                          send: Send) -> None:
