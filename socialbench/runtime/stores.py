@@ -295,12 +295,8 @@ async def insert_one(collection: AsyncCollection[dict[str, Any]],
     ``document`` the first time): a duplicate of it means the first try had landed,
     which is a success; any other duplicate key is the caller's, raised as usual.
     """
-    try:
-        await collection.insert_one(document)
-    except AutoReconnect as exc:
-        if not _connection_was_dropped(exc):
-            raise
-        await insert_again(collection, document)
+    await once_more_if_dropped(lambda: collection.insert_one(document),
+                               again=lambda: insert_again(collection, document))
 
 
 async def insert_again(collection: AsyncCollection[dict[str, Any]],
@@ -314,12 +310,14 @@ async def insert_again(collection: AsyncCollection[dict[str, Any]],
             raise
 
 
-async def once_more_if_dropped(write: Callable[[], Awaitable[T]]) -> T:
-    """``write()``, once more after a dropped connection: for writes safe to repeat
-    (deletes; inserts whose duplicates the caller takes as taken keys)."""
+async def once_more_if_dropped(write: Callable[[], Awaitable[T]],
+                               again: Callable[[], Awaitable[T]] | None = None) -> T:
+    """``write()``, and after a dropped connection ``again()`` (default: ``write()``) on a
+    new one: for writes safe to repeat (deletes; inserts whose duplicates the caller takes
+    as taken keys), or whose second try tells a landed first one apart."""
     try:
         return await write()
     except AutoReconnect as exc:
         if not _connection_was_dropped(exc):
             raise
-        return await write()
+        return await (again or write)()
