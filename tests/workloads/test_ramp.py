@@ -145,7 +145,7 @@ def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
     assert summary["max_rate_rps"] == summary["median_max_rate_rps"] == 100
     assert summary["mean_max_rate_rps"] == 100 and summary["repeat_max_rates_rps"] == [100, 100]
     assert summary["coefficient_of_variation"] == 0
-    assert "Repeats: 100, 100 req/s; mean 100, median 100, coefficient of variation 0.0%" in (
+    assert "Repeats: 100, 100 req/s; mean 100.0, median 100, coefficient of variation 0.0%" in (
         result.output)
     assert sum(summary["driver_verdicts"].values()) == 2
     steps = json.loads((bundle / "steps.json").read_text())
