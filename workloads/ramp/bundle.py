@@ -320,7 +320,8 @@ class Summary(Strict):
         default=None, description="Mean of the finished repeats' answers (0 where none held).")
     repeat_max_rates_rps: list[float] = Field(
         default_factory=list, description="Each finished repeat's max rate at the SLA (0 where "
-                                          "no tested rate held it): what the mean and CV are of.")
+                                          "no tested rate held it, or none held it again in "
+                                          "its confirmation runs): what the mean and CV are of.")
     coefficient_of_variation: float | None = Field(
         description="Sample standard deviation / mean of repeat_max_rates_rps (2+ repeats).")
     saturated_steps: int = Field(description="Steps whose result could not be trusted.")

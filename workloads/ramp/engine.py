@@ -314,7 +314,8 @@ class RampOutcome:
 
     @property
     def answers(self) -> list[float]:
-        """Each finished repeat's maximum rate at the SLA (0 where no tested rate held it)."""
+        """Each finished repeat's maximum rate at the SLA (0 where no tested rate held it,
+        or, refined, none held it again in its confirmation runs)."""
         return [run.max_rate_rps or 0.0 for run in self.runs
                 if run.stop_reason is not StopReason.INTERRUPTED]
 

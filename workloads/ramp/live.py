@@ -104,6 +104,8 @@ class LiveView(RampObserver):
 
     def repeat_finished(self, run: RampRun) -> None:
         answer = "no tested rate held the SLA"
+        if run.confirmed is False and any(step.passed for step in run.steps):
+            answer = "no rate that passed held the SLA again in its confirmation run"
         if run.stop_reason is StopReason.INTERRUPTED:
             answer = f"interrupted after {len(run.steps)} steps"
         elif run.answer is not None:
