@@ -40,7 +40,9 @@ LABEL=io.socialbench.inputs
 containers=scripts/containers
 
 . scripts/containers/engine.sh
-build_flags=()
+# The host's network for every build step: apt and pip reach the registries as the host
+# does (its resolver, its proxy), whether or not a container network routes outside.
+build_flags=(--network host)
 [ -n "$platform" ] && build_flags+=(--platform "$platform")
 # pip in a podman build sees the host's CA bundle (a proxy's CA, if any). Not in the
 # other builds: apt cannot install ca-certificates under a read-only /etc/ssl/certs.

@@ -128,7 +128,7 @@ class ComposeStack:
         return found
 
     def diagnosis(self) -> str:
-        return self.compose("ps").stdout + self.compose("logs", "--tail", "20").stdout
+        return self.compose("ps").stdout + self.compose("logs", "--tail", "40").stdout
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +203,10 @@ def test_the_driver_through_the_compose_front_end_has_no_errors(
           f"{result.completed} answers, achieved {result.achieved_rps:.1f} req/s, "
           f"p50 {result.latency.p50_ms:.1f} ms, p99 {result.latency.p99_ms:.1f} ms, "
           f"errors {result.errors.total}")
-    assert result.errors.total == 0, result.errors
+    seconds = [(s.second, s.errors, s.latency_p99_us // 1000) for s in result.timeline if s.errors]
+    assert result.errors.total == 0, (
+        f"{result.errors}\nseconds with errors (second, errors, p99 ms): {seconds}\n"
+        f"{compose_stack.diagnosis()}")
     assert result.completed == result.ok > 0
 
 
