@@ -6,7 +6,8 @@ The front-end routes ``/upload-media`` and ``/get-media`` keep files in MongoDB
 file under the upload limit never meets MongoDB's 16 MiB document limit. Chunk 0 (the
 head) carries the type and the chunk count; it is inserted first, which claims the
 random id atomically, and is marked ``complete`` only once every chunk is stored, so
-a reader never sees half a file.
+a reader never sees half a file. Each write is tried once more after a dropped
+connection (a restarted MongoDB), as every service's writes are.
 
 Only a logged-in user uploads (the ``login_token`` cookie, as the original's pages do:
 the compose form of the main page uploads), and only images and videos: the part's
@@ -41,6 +42,7 @@ from socialbench.runtime.errors import (
     StoreError,
 )
 from socialbench.runtime.models import MAX_ITEMS, Media, Name, check_media_lists
+from socialbench.runtime.stores import insert_many, insert_one, once_more_if_dropped
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 CHUNK_BYTES = 1 << 20
@@ -134,13 +136,10 @@ class MediaService:
         media_id = await self._claim_id(chunks[0], media_type, len(chunks))
         if len(chunks) > 1:
             try:
-                await self.files.insert_many(
-                    [{"media_id": media_id, "chunk": n, "data": chunk}
-                     for n, chunk in enumerate(chunks) if n > 0]
-                )
-                await self.files.update_one(
-                    {"media_id": media_id, "chunk": 0}, {"$set": {"complete": True}}
-                )
+                await insert_many(self.files, [{"media_id": media_id, "chunk": n, "data": chunk}
+                                               for n, chunk in enumerate(chunks) if n > 0])
+                await once_more_if_dropped(lambda: self.files.update_one(
+                    {"media_id": media_id, "chunk": 0}, {"$set": {"complete": True}}))
             except BaseException:
                 # The id is ours (its head claimed it): drop the partial file. If even that
                 # fails, the leftovers are never served (their head is not complete).
@@ -158,7 +157,7 @@ class MediaService:
                 "chunks": chunk_count, "complete": chunk_count == 1,
             }
             try:
-                await self.files.insert_one(document)
+                await insert_one(self.files, document)
             except DuplicateKeyError:
                 continue
             return media_id

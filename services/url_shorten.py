@@ -19,13 +19,12 @@ from pymongo.errors import BulkWriteError
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NotFound, StoreError
 from socialbench.runtime.models import MAX_ITEMS, Text, Url, UrlsAnswer
-from socialbench.runtime.stores import once_more_if_dropped
+from socialbench.runtime.stores import DUPLICATE_KEY, once_more_if_dropped
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 SHORT_URL_PREFIX = "http://short-url/"
 SHORT_CODE_ALPHABET = string.ascii_letters + string.digits
 SHORT_CODE_LENGTH = 10
-DUPLICATE_KEY = 11000
 # 62**10 codes make a clash rare; a clash is caught by the unique index and redrawn.
 MAX_INSERT_ATTEMPTS = 3
 

@@ -29,6 +29,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import (
     AutoReconnect,
+    BulkWriteError,
     DuplicateKeyError,
     NetworkTimeout,
     PyMongoError,
@@ -41,6 +42,8 @@ from socialbench.runtime.settings import Settings
 from socialbench.runtime.store_spans import MongoSpans, TracedMemcached, TracedRedis
 
 T = TypeVar("T")
+
+DUPLICATE_KEY = 11000  # MongoDB's error code of a unique index's duplicate
 
 STORE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisError,
@@ -307,6 +310,30 @@ async def insert_again(collection: AsyncCollection[dict[str, Any]],
         await collection.insert_one(document)
     except DuplicateKeyError:
         if await collection.find_one({"_id": document["_id"]}, {"_id": 1}) is None:
+            raise
+
+
+async def insert_many(collection: AsyncCollection[dict[str, Any]],
+                      documents: list[dict[str, Any]]) -> None:
+    """``collection.insert_many(documents)``, once more after a dropped connection, as
+    :func:`insert_one`: the first try may have stored some of them."""
+    await once_more_if_dropped(lambda: collection.insert_many(documents),
+                               again=lambda: insert_many_again(collection, documents))
+
+
+async def insert_many_again(collection: AsyncCollection[dict[str, Any]],
+                            documents: list[dict[str, Any]]) -> None:
+    """The second try of :func:`insert_many`: a duplicate whose own ``_id`` (set by the
+    first try) is stored is the first try's, landed; any other duplicate is raised."""
+    try:
+        await collection.insert_many(documents, ordered=False)
+    except BulkWriteError as exc:
+        errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
+        if not errors or any(error.get("code") != DUPLICATE_KEY for error in errors):
+            raise
+        ids = {documents[error["index"]]["_id"] for error in errors}
+        cursor = collection.find({"_id": {"$in": list(ids)}}, {"_id": 1})
+        if {document["_id"] async for document in cursor} != ids:
             raise
 
 

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import aiomcache
 import pytest
 import redis.exceptions
+from bson import ObjectId
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from socialbench.registry import Store
 from socialbench.runtime.settings import Settings
@@ -25,6 +26,8 @@ from socialbench.runtime.stores import (
     MemcachedTimeout,
     Stores,
     insert_again,
+    insert_many,
+    insert_many_again,
     insert_one,
     memcached_key,
     once_more_if_dropped,
@@ -363,9 +366,12 @@ async def test_a_write_after_a_mongodb_restart_is_not_lost_to_a_dropped_connecti
     kill_9(own_mongodb.server)
     own_mongodb.start()
     for n in range(4):  # each on a connection the old server had
-        await insert_one(collection, {"n": n})
+        if n % 2:
+            await insert_one(collection, {"n": n})
+        else:
+            await insert_many(collection, [{"n": n}, {"n": n + 10}])
     await once_more_if_dropped(lambda: collection.delete_one({"n": 0}))
-    assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3]
+    assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3, 10, 12]
 
 
 async def test_a_second_try_of_an_insert_that_had_landed_is_a_success(
@@ -385,6 +391,26 @@ async def test_a_second_try_of_an_insert_that_had_landed_is_a_success(
         assert await collection.count_documents({}) == 1
         with pytest.raises(DuplicateKeyError):  # another document with a taken post id
             await insert_again(collection, {"post_id": 1, "text": "other"})
+    finally:
+        await stores.close()
+
+
+async def test_a_second_try_of_an_insert_many_that_had_partly_landed_is_a_success(
+    store_env: dict[str, str],
+) -> None:
+    stores = Stores.connect(Settings(mongodb_url=store_env["SOCIALBENCH_MONGODB_URL"]),
+                            (Store.MONGODB,))
+    collection = stores.require_mongodb()["retry"][unique_name("c")]
+    try:
+        await collection.create_index("chunk", unique=True)
+        documents = [{"chunk": n} for n in range(4)]
+        await collection.insert_many(documents[:2])  # the first try got this far
+        for document in documents[2:]:
+            document["_id"] = ObjectId()  # as pymongo set them before sending
+        await insert_many_again(collection, documents)
+        assert sorted([d["chunk"] async for d in collection.find()]) == [0, 1, 2, 3]
+        with pytest.raises(BulkWriteError):  # another document with a taken chunk
+            await insert_many_again(collection, [{"chunk": 1}, {"chunk": 9}])
     finally:
         await stores.close()
 
