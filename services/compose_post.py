@@ -1,9 +1,10 @@
-"""compose-post: build a new post from its parts, store it, then put it in the timelines.
+"""compose-post: build a new post from its parts, then store it and put it in the timelines.
 
 Text (mentions and short urls), creator, media and post id are asked for concurrently;
-the post is stored by post-storage, and only once that succeeded is it written to its
-author's user timeline and fanned out to home timelines (concurrently), so a timeline
-never points at a post that was not stored.
+then, as the original does, the post is stored by post-storage, written to its author's
+user timeline and fanned out to home timelines, all three concurrently. A timeline entry
+may so land a moment before its post: a read leaves out an entry whose post it cannot
+find, so no reader sees a post that is not stored.
 
 A compose is all or nothing: when storing or a timeline write fails, what it may have
 written is removed again (timeline entries first, the post last) and the client gets the
@@ -99,15 +100,13 @@ class ComposePostService:
         return post.post_id
 
     async def _publish(self, post: Post, user_id: int, timestamp: int) -> None:
-        """Store the post, then write it to the timelines; on a failure, undo and raise."""
+        """Store the post and write it to the timelines; on a failure, undo and raise."""
         post_id = int(post.post_id)
         mentioned = [int(mention.user_id) for mention in post.user_mentions]
-        timelines_written = False
         try:
-            await self.post_storage.call("store_post", {"post": post.model_dump(mode="json")})
-            timelines_written = True
-            # Both writes are waited for, failed or not, so none lands after the undo.
+            # All three are waited for, failed or not, so none lands after the undo.
             results = await asyncio.gather(
+                self.post_storage.call("store_post", {"post": post.model_dump(mode="json")}),
                 self.user_timeline.call(
                     "write_user_timeline",
                     {"user_id": user_id, "post_id": post_id, "timestamp": timestamp},
@@ -119,35 +118,32 @@ class ComposePostService:
                 ),
                 return_exceptions=True,
             )
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-        except BaseException as error:
-            # A 4xx of store_post stored nothing (a taken id is another post's: keep it).
-            if timelines_written or not isinstance(error, ClientError):
-                # Shielded: a cancelled compose is undone too.
-                await asyncio.shield(
-                    self._undo(post_id, user_id, mentioned, timelines=timelines_written)
-                )
+        except BaseException:
+            # Cancelled: any of the writes may have landed. Shielded: undone all the same.
+            await asyncio.shield(self._undo(post_id, user_id, mentioned, post=True))
             raise
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            # A 4xx of store_post stored nothing (a taken id is another post's: keep it).
+            taken = isinstance(results[0], ClientError)
+            await asyncio.shield(self._undo(post_id, user_id, mentioned, post=not taken))
+            raise failed
 
-    async def _undo(
-        self, post_id: int, user_id: int, mentioned: list[int], *, timelines: bool
-    ) -> None:
+    async def _undo(self, post_id: int, user_id: int, mentioned: list[int], *, post: bool) -> None:
         """Remove what a failed compose may have written: timeline entries, then the post.
 
         The post goes last: a timeline entry left by a removal that failed then points at
         no post, and reads leave it out. Every removal is made, whatever the others did.
         """
-        if timelines:
-            await asyncio.gather(
-                self._remove(self.user_timeline, "remove_user_timeline",
-                             {"user_id": user_id, "post_id": post_id}),
-                self._remove(self.home_timeline, "remove_home_timeline",
-                             {"user_id": user_id, "post_id": post_id,
-                              "user_mentions_id": mentioned}),
-            )
-        await self._remove(self.post_storage, "delete_post", {"post_id": post_id})
+        await asyncio.gather(
+            self._remove(self.user_timeline, "remove_user_timeline",
+                         {"user_id": user_id, "post_id": post_id}),
+            self._remove(self.home_timeline, "remove_home_timeline",
+                         {"user_id": user_id, "post_id": post_id,
+                          "user_mentions_id": mentioned}),
+        )
+        if post:
+            await self._remove(self.post_storage, "delete_post", {"post_id": post_id})
 
     async def _remove(self, neighbour: Neighbour, method: str, payload: dict[str, Any]) -> None:
         """One idempotent removal; a failure is logged and counted, not raised."""

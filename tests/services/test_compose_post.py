@@ -24,6 +24,7 @@ NEIGHBOURS = ("text", "user", "media", "unique-id", "post-storage", "user-timeli
               "home-timeline")
 COMPOSING = ("compose_text", "compose_creator_with_user_id", "compose_media",
              "compose_unique_id")
+PUBLISHING = ("store_post", "write_user_timeline", "write_home_timeline")
 POST_ID = 1234567890123456789
 
 
@@ -36,7 +37,8 @@ class FakeNeighbours:
     conflicting: set[str] = field(default_factory=set)
     # The four composing calls each wait for the others: proves they are concurrent.
     composing: asyncio.Barrier = field(default_factory=lambda: asyncio.Barrier(4))
-    publishing: asyncio.Barrier = field(default_factory=lambda: asyncio.Barrier(2))
+    # The three publishing calls likewise.
+    publishing: asyncio.Barrier = field(default_factory=lambda: asyncio.Barrier(3))
 
     def methods(self) -> list[str]:
         return [method for method, _ in self.calls]
@@ -48,7 +50,7 @@ class FakeNeighbours:
     async def rendezvous(self, method: str) -> None:
         if method in COMPOSING:
             await asyncio.wait_for(self.composing.wait(), timeout=5)
-        if method in ("write_user_timeline", "write_home_timeline"):
+        if method in PUBLISHING:
             await asyncio.wait_for(self.publishing.wait(), timeout=5)
 
     async def answer(self, method: str, body: dict[str, Any]) -> Any:
@@ -99,7 +101,7 @@ async def client(fakes: FakeNeighbours) -> AsyncIterator[AsyncClient]:
         yield http
 
 
-async def test_a_post_is_composed_concurrently_stored_then_published(
+async def test_a_post_is_composed_then_stored_and_published_concurrently(
     fakes: FakeNeighbours, client: AsyncClient
 ) -> None:
     response = await client.post("/compose_post", json={
@@ -110,8 +112,7 @@ async def test_a_post_is_composed_concurrently_stored_then_published(
 
     methods = fakes.methods()
     assert sorted(methods[:4]) == sorted(COMPOSING)
-    assert methods[4] == "store_post"
-    assert sorted(methods[5:]) == ["write_home_timeline", "write_user_timeline"]
+    assert sorted(methods[4:]) == sorted(PUBLISHING)
 
     post = fakes.payload("store_post")["post"]
     timestamp = int(post["timestamp"])
@@ -133,7 +134,7 @@ async def test_a_post_is_composed_concurrently_stored_then_published(
         "user_id": 7, "post_id": POST_ID, "timestamp": timestamp, "user_mentions_id": [8]}
 
 
-async def test_no_timeline_is_written_when_the_store_fails_and_the_post_is_deleted(
+async def test_a_failed_store_is_undone_timelines_first_then_the_post(
     fakes: FakeNeighbours, client: AsyncClient
 ) -> None:
     # A failed store may still have stored (e.g. MongoDB did, memcached failed).
@@ -141,7 +142,10 @@ async def test_no_timeline_is_written_when_the_store_fails_and_the_post_is_delet
     response = await client.post("/compose_post", json={
         "username": "username_7", "user_id": 7, "text": "hello"})
     assert response.status_code == 503
-    assert fakes.methods()[4:] == ["store_post", "delete_post"]
+    methods = fakes.methods()
+    assert sorted(methods[4:7]) == sorted(PUBLISHING)
+    assert sorted(methods[7:9]) == ["remove_home_timeline", "remove_user_timeline"]
+    assert methods[9:] == ["delete_post"]
     assert fakes.payload("delete_post") == {"post_id": POST_ID}
 
 
@@ -150,7 +154,8 @@ async def test_a_taken_post_id_is_not_deleted(fakes: FakeNeighbours, client: Asy
     response = await client.post("/compose_post", json={
         "username": "username_7", "user_id": 7, "text": "hello"})
     assert response.status_code == 409
-    assert fakes.methods()[4:] == ["store_post"]
+    # The timeline entries written beside it are removed; the post under that id stays.
+    assert sorted(fakes.methods()[7:]) == ["remove_home_timeline", "remove_user_timeline"]
 
 
 async def compose_7(client: AsyncClient) -> Any:
@@ -173,7 +178,7 @@ async def test_a_failed_timeline_write_is_undone_timelines_first_then_the_post(
     assert response.json()["message"].endswith(f"{failing} is down")
 
     methods = fakes.methods()
-    assert sorted(methods[5:7]) == ["write_home_timeline", "write_user_timeline"]
+    assert sorted(methods[4:7]) == sorted(PUBLISHING)
     assert sorted(methods[7:9]) == ["remove_home_timeline", "remove_user_timeline"]
     assert methods[9:] == ["delete_post"]
     assert fakes.payload("remove_user_timeline") == {"user_id": 7, "post_id": POST_ID}
@@ -422,6 +427,7 @@ async def test_a_composed_post_is_in_every_timeline(
         ("write_user_timeline", "before"),
         ("write_home_timeline", "before"),
         ("store_post", "after"),  # stored and cached, then the answer was lost
+        ("store_post", "before"),  # nothing stored, the timelines written beside it
     ],
 )
 async def test_a_failed_compose_leaves_the_post_nowhere(
