@@ -15,6 +15,7 @@ import yaml
 from socialbench import registry
 from socialbench.deploy import compose, stack
 from socialbench.stack.launcher import StackConfig
+from socialbench.stack.servers import FERRETDB_SQLITE_PRAGMAS
 
 COMPOSE_FILE = stack.COMPOSE_DIR / compose.COMPOSE_FILE
 
@@ -201,7 +202,9 @@ def test_the_ferretdb_standin_takes_mongods_command(tmp_path: Path) -> None:
                          check=True, timeout=10)
     flags = out.stdout.splitlines()
     assert "--listen-addr=0.0.0.0:27017" in flags
-    assert "--handler=sqlite" in flags and "--sqlite-url=file:/data/db/" in flags
+    # The local stack's SQLite durability (synchronous=NORMAL) in the stand-in too.
+    assert "--handler=sqlite" in flags
+    assert f"--sqlite-url=file:/data/db/?{FERRETDB_SQLITE_PRAGMAS}" in flags
     assert "--log-level=warn" in flags  # --quiet
     refused = subprocess.run([mongod, "--replSet", "rs0"], env=env, capture_output=True,
                              text=True, check=False, timeout=10)
