@@ -220,10 +220,10 @@ class InternalRoutes:
             await self.app(scope, receive, send)
             return
         route = self.routes.get(scope["path"])
-        if route is None or scope["method"] != "POST" or not _json_request(scope):
+        json_body = _json_request(scope)
+        if route is None or scope["method"] != "POST" or not json_body:
             front_end = self.front_end.get(scope["path"])
-            if (front_end is not None and scope["method"] in front_end.methods
-                    and not _json_request(scope)):
+            if front_end is not None and scope["method"] in front_end.methods and not json_body:
                 await self._front_end(front_end, scope, receive, send)
             else:
                 await self.app(scope, receive, send)
