@@ -56,6 +56,10 @@ def serve(
         log_level="warning",
         timeout_keep_alive=120,
         backlog=4096,
+        # No X-Forwarded-* rewriting (a middleware on every request, 0.7% of post-storage's
+        # CPU in its profile): user reads X-Forwarded-Proto itself, for the cookie.
+        proxy_headers=False,
+        server_header=False,
     )
 
 
