@@ -4,6 +4,14 @@ Every service runs from the one socialbench image under its registry name and po
 after its stores and the neighbours it calls are healthy (the local launcher's order);
 nginx starts after every service, the seed job after nginx. The driver (profile
 ``load``) and Jaeger (profile ``tracing``) start only when asked for.
+
+Containers find each other through ``/etc/hosts``, not the engine's DNS: each
+long-running one has a fixed address in the project's /24 (``SOCIALBENCH_SUBNET_PREFIX``,
+default 10.213.0) and every container lists them all (``extra_hosts``). Podman's
+aardvark-dns (1.4, Debian 12) drops or refuses lookups while it reloads, which it does
+whenever a container of any network starts or stops: measured, lookups of the stack's
+names failed ("Name or service not known") or took 5 s while other containers came and
+went, longer than the 2 s a service gives a new connection.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ STANDIN_IMAGES = {
 }
 
 IMAGE = "${SOCIALBENCH_IMAGE:-socialbench:dev}"
+SUBNET_PREFIX_ENV = "SOCIALBENCH_SUBNET_PREFIX"
+SUBNET_PREFIX = f"${{{SUBNET_PREFIX_ENV}:-10.213.0}}"  # the first three octets of the /24
+FIRST_HOST = 10  # .1 is the network's gateway
 BUILD = {"context": "..", "dockerfile": "Dockerfile", "target": "runtime"}
 HEALTH_TIMING = {"interval": "5s", "timeout": "3s", "retries": 30, "start_period": "10s"}
 HEADER = f"""\
@@ -168,6 +179,12 @@ def component_kinds() -> dict[str, str]:
     return kinds
 
 
+def addresses() -> dict[str, str]:
+    """The fixed address of each container others connect to: name -> address."""
+    names = [*component_kinds(), "jaeger"]
+    return {name: f"{SUBNET_PREFIX}.{FIRST_HOST + n}" for n, name in enumerate(names)}
+
+
 def compose_file() -> dict[str, Any]:
     """The compose file as data."""
     services: dict[str, Any] = {store.name: _store(store) for store in stack.STORES}
@@ -176,10 +193,17 @@ def compose_file() -> dict[str, Any]:
     services["seed"] = _seed()
     services["driver"] = _driver()
     services["jaeger"] = _jaeger()
+    table = addresses()
+    hosts = [f"{name}:{address}" for name, address in table.items()]
+    for name, service in services.items():
+        if name in table:
+            service["networks"] = {"default": {"ipv4_address": table[name]}}
+        service["extra_hosts"] = list(hosts)
     volumes: dict[str, dict[str, str]] = {
         f"{store.name}-data": {} for store in stack.STORES if store.data_dir
     }
-    return {"services": services, "volumes": volumes}
+    network = {"ipam": {"config": [{"subnet": f"{SUBNET_PREFIX}.0/24"}]}}
+    return {"services": services, "networks": {"default": network}, "volumes": volumes}
 
 
 def render_compose() -> str:

@@ -139,6 +139,26 @@ def test_start_order_follows_stores_and_neighbours(services: dict[str, Any]) -> 
         "condition": "service_completed_successfully"}
 
 
+def test_containers_find_each_other_by_fixed_addresses_not_dns() -> None:
+    binary = docker_compose()
+    env = compose_env(**{stack.SECRET_ENV: SECRET, compose.SUBNET_PREFIX_ENV: "10.99.7"})
+    out = subprocess.run([binary, "-f", str(COMPOSE_FILE), "config"], env=env,
+                         capture_output=True, text=True, check=True, timeout=60)
+    resolved = yaml.safe_load(out.stdout)
+    assert resolved["networks"]["default"]["ipam"]["config"] == [{"subnet": "10.99.7.0/24"}]
+    services = resolved["services"]
+    fixed = {name: service["networks"]["default"]["ipv4_address"]
+             for name, service in services.items() if "networks" in service}
+    # Every container another one connects to, each its own address in the subnet.
+    assert set(fixed) == {*compose.component_kinds(), "jaeger"}
+    assert len(set(fixed.values())) == len(fixed)
+    assert all(a.startswith("10.99.7.") and 1 < int(a.rsplit(".", 1)[1]) < 255
+               for a in fixed.values())
+    table = sorted(f"{name}:{address}" for name, address in fixed.items())
+    for name, service in services.items():  # the seed job and the driver too
+        assert sorted(service["extra_hosts"]) == table, name
+
+
 def test_every_long_running_container_has_a_healthcheck(services: dict[str, Any]) -> None:
     for name, service in services.items():
         if name in ("seed", "driver", "jaeger"):

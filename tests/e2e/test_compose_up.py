@@ -131,11 +131,21 @@ class ComposeStack:
         return self.compose("ps").stdout + self.compose("logs", "--tail", "40").stdout
 
 
+def free_subnet_prefix(client: docker.DockerClient) -> str:
+    """A 10.213.X prefix no network of the engine uses (a killed run may leave its own)."""
+    used = set()
+    for network in client.networks.list():
+        for config in (network.attrs.get("IPAM") or {}).get("Config") or []:
+            used.add(str(config.get("Subnet", "")).rsplit(".", 1)[0])
+    return next(p for x in range(256) if (p := f"10.213.{x}") not in used)
+
+
 @pytest.fixture(scope="module")
 def compose_stack(engine: Engine, images: None) -> Iterator[ComposeStack]:
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (scripts/setup.sh installs Debian's)")
     gateway_port, media_port = free_ports(2)
+    client = docker.DockerClient(base_url=engine.docker_host, timeout=60)
     env = {
         **os.environ, **_standins(),
         "DOCKER_HOST": engine.docker_host,
@@ -143,8 +153,8 @@ def compose_stack(engine: Engine, images: None) -> Iterator[ComposeStack]:
         "SOCIALBENCH_GATEWAY_PORT": str(gateway_port),
         "SOCIALBENCH_MEDIA_PORT": str(media_port),
         "SOCIALBENCH_SEED_GRAPH": f"synthetic:{SEED_USERS}:4",
+        compose.SUBNET_PREFIX_ENV: free_subnet_prefix(client),
     }
-    client = docker.DockerClient(base_url=engine.docker_host, timeout=60)
     running = ComposeStack(f"sbe2e{os.getpid()}", env, f"http://127.0.0.1:{gateway_port}",
                            client)
     try:
