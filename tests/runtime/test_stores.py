@@ -17,6 +17,7 @@ import redis.exceptions
 from bson import ObjectId
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from socialbench.registry import Store
@@ -374,45 +375,48 @@ async def test_a_write_after_a_mongodb_restart_is_not_lost_to_a_dropped_connecti
     assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3, 10, 12]
 
 
-async def test_a_second_try_of_an_insert_that_had_landed_is_a_success(
+@pytest.fixture
+async def retry_collection(
     store_env: dict[str, str],
-) -> None:
+) -> AsyncIterator[AsyncCollection[dict[str, Any]]]:
+    """A new collection of the shared MongoDB server."""
     stores = Stores.connect(Settings(mongodb_url=store_env["SOCIALBENCH_MONGODB_URL"]),
                             (Store.MONGODB,))
-    collection = stores.require_mongodb()["retry"][unique_name("c")]
     try:
-        await collection.create_index("post_id", unique=True)
-        landed = {"post_id": 1, "text": "first"}
-        await collection.insert_one(landed)  # the first try, whose answer was lost
-        with pytest.raises(DuplicateKeyError):  # a plain second try
-            await collection.insert_one(landed)
-        # The same document (its _id set by the first try) tried again: a success.
-        await insert_again(collection, landed)
-        assert await collection.count_documents({}) == 1
-        with pytest.raises(DuplicateKeyError):  # another document with a taken post id
-            await insert_again(collection, {"post_id": 1, "text": "other"})
+        yield stores.require_mongodb()["retry"][unique_name("c")]
     finally:
         await stores.close()
+
+
+async def test_a_second_try_of_an_insert_that_had_landed_is_a_success(
+    retry_collection: AsyncCollection[dict[str, Any]],
+) -> None:
+    collection = retry_collection
+    await collection.create_index("post_id", unique=True)
+    landed = {"post_id": 1, "text": "first"}
+    await collection.insert_one(landed)  # the first try, whose answer was lost
+    with pytest.raises(DuplicateKeyError):  # a plain second try
+        await collection.insert_one(landed)
+    # The same document (its _id set by the first try) tried again: a success.
+    await insert_again(collection, landed)
+    assert await collection.count_documents({}) == 1
+    with pytest.raises(DuplicateKeyError):  # another document with a taken post id
+        await insert_again(collection, {"post_id": 1, "text": "other"})
 
 
 async def test_a_second_try_of_an_insert_many_that_had_partly_landed_is_a_success(
-    store_env: dict[str, str],
+    retry_collection: AsyncCollection[dict[str, Any]],
 ) -> None:
-    stores = Stores.connect(Settings(mongodb_url=store_env["SOCIALBENCH_MONGODB_URL"]),
-                            (Store.MONGODB,))
-    collection = stores.require_mongodb()["retry"][unique_name("c")]
-    try:
-        await collection.create_index("chunk", unique=True)
-        documents = [{"chunk": n} for n in range(4)]
-        await collection.insert_many(documents[:2])  # the first try got this far
-        for document in documents[2:]:
-            document["_id"] = ObjectId()  # as pymongo set them before sending
-        await insert_many_again(collection, documents)
-        assert sorted([d["chunk"] async for d in collection.find()]) == [0, 1, 2, 3]
-        with pytest.raises(BulkWriteError):  # another document with a taken chunk
-            await insert_many_again(collection, [{"chunk": 1}, {"chunk": 9}])
-    finally:
-        await stores.close()
+    collection = retry_collection
+    await collection.create_index("chunk", unique=True)
+    documents: list[dict[str, Any]] = [{"chunk": n} for n in range(4)]
+    await collection.insert_many(documents[:2])  # the first try got this far
+    for document in documents[2:]:
+        document["_id"] = ObjectId()  # as pymongo set them before sending
+    await insert_many_again(collection, documents)
+    assert sorted([d["chunk"] async for d in collection.find()]) == [0, 1, 2, 3]
+    with pytest.raises(BulkWriteError):  # another document with a taken chunk
+        await insert_many_again(collection, [{"chunk": 1}, {"chunk": 9}])
 
 
 # ---------------------------------------------------------------- memcached keys
