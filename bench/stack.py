@@ -1,7 +1,7 @@
 """The stack's CPU per request: each workload at a fixed rate, every stack process measured.
 
     socialbench up --fresh && socialbench seed --posts-per-user 5
-    socialbench bench stack [--duration 30] [--data-dir .socialbench]
+    socialbench bench stack [--duration 30] [--no-warm] [--data-dir .socialbench]
 
 For each workload (read-home-timeline, read-user-timeline, compose-post and the mixed
 60/30/10) it sends the workload's requests at a fixed rate the stack holds (open loop,
@@ -13,10 +13,15 @@ divided by the requests completed; it is printed beside the rate held, latency
 percentiles and the components that used most, and written to
 ``results/bench-stack-<time>.json`` (``--results-dir``). Not a test: the numbers depend
 on the machine and on what else runs on it, so the load average is printed beside them.
+
+First (unless ``--no-warm``) every user's home and user timeline is read once, every
+page the read workloads ask for: memcached is empty after the stack restarts, and the
+first minutes would otherwise measure post reads from MongoDB.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -24,8 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
+from socialbench.workloads.definitions.socialnetwork import (
+    DEFAULT_USERS,
+    HOME_TIMELINE_PATH,
+    TIMELINE_PAGE,
+    TIMELINE_START,
+    USER_TIMELINE_PATH,
+)
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.runner import run_load
 
@@ -56,9 +69,41 @@ class StackBench:
     rates: dict[str, float] = field(default_factory=lambda: dict(RATES))
     results_dir: Path = field(default=Path("results"))
     seed: int = 1
+    warm: bool = True  # read every timeline once before measuring
 
     def rate_of(self, workload: str) -> float:
         return self.rates.get(workload, DEFAULT_RATE)
+
+
+WARM_STOP = TIMELINE_START[1] + TIMELINE_PAGE  # past the last page the read workloads ask
+WARM_CONCURRENCY = 16
+
+
+async def _warm(url: str, users: int) -> int:
+    """Read every user's timelines, pages 0 to WARM_STOP at once; the reads made."""
+    limit = asyncio.Semaphore(WARM_CONCURRENCY)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(base_url=url, timeout=timeout) as session:
+
+        async def read(path: str, user: int) -> None:
+            async with limit:
+                params = {"user_id": user, "start": 0, "stop": WARM_STOP}
+                async with session.get(path, params=params) as response:
+                    response.raise_for_status()
+                    await response.read()
+
+        reads = [read(path, user) for user in range(users)
+                 for path in (HOME_TIMELINE_PATH, USER_TIMELINE_PATH)]
+        await asyncio.gather(*reads)
+        return len(reads)
+
+
+def warm_caches(config: StackBench) -> None:
+    """Read every timeline once, so that the runs meet warm caches (see the module's doc)."""
+    start = time.monotonic()
+    reads = asyncio.run(_warm(config.url, config.users))
+    print(f"warmed the caches: {reads} timeline reads in {time.monotonic() - start:.1f} s",
+          flush=True)
 
 
 def measure(config: StackBench, workload: str) -> dict[str, Any]:
@@ -109,6 +154,8 @@ def run(config: StackBench) -> Path:
         raise NoStack(f"no local stack runs from {config.data_dir}: socialbench up first")
     # The ramp manifest's record of the stack: worker counts (and how chosen), durability.
     record = stack.record(stack.config.url)
+    if config.warm:
+        warm_caches(config)
     rows: list[dict[str, Any]] = []
     for name in config.workloads:
         row = measure(config, name)
@@ -124,7 +171,7 @@ def run(config: StackBench) -> Path:
     out = config.results_dir / f"bench-stack-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
-        "duration_s": config.duration_s, "warmup_s": config.warmup_s,
+        "duration_s": config.duration_s, "warmup_s": config.warmup_s, "warm": config.warm,
         "driver": {"connections": config.connections, "processes": config.processes},
         "stack": record.model_dump(mode="json") if record else None,
         "rows": rows,

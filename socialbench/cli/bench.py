@@ -82,6 +82,9 @@ def stack(
         help=f"A workload; repeat for several (default: {', '.join(STACK.workloads)}).")]
     = None,
     results_dir: ResultsDir = STACK.results_dir,
+    warm: Annotated[bool, typer.Option(
+        help="Read every timeline once first (memcached is empty after a restart).")]
+    = STACK.warm,
 ) -> None:
     """Each workload at a fixed rate against the local stack: the stack's CPU per request."""
     from socialbench.bench.stack import NoStack, run
@@ -89,7 +92,8 @@ def stack(
     try:
         run(StackBench(url=url, data_dir=data_dir, connections=connections, processes=processes,
                        duration_s=duration, users=users,
-                       workloads=tuple(workloads or STACK.workloads), results_dir=results_dir))
+                       workloads=tuple(workloads or STACK.workloads), results_dir=results_dir,
+                       warm=warm))
     except NoStack as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
