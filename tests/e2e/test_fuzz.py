@@ -34,7 +34,7 @@ from socialbench.stack.local import LocalStack
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # About 15 ms per request on 2 cores, most of it Hypothesis generating the cases: 10,000
-# take 2.5-3 minutes.
+# took 141 s on a quiet box, 210 s in a CI run.
 TARGET_REQUESTS = int(os.environ.get("SOCIALBENCH_FUZZ_REQUESTS", "10000"))
 # Examples per operation and mode (fewer where an operation has fewer distinct inputs):
 # a round of all the schemas' operations sent about 190 requests per example asked
