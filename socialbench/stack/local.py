@@ -198,17 +198,15 @@ class LocalStack:
             workers_chosen=config.workers_chosen, workers_cpus=config.cpu_count,
             nginx_workers=config.nginx_workers, tracing=tracing,
             trace_sample_ratio=config.trace_sample_ratio if tracing else None,
-            durability=store_durability(self._mongodb_flavour()),
+            durability=store_durability(self._mongodb_binary()),
         )
 
-    def _mongodb_flavour(self) -> str | None:
-        """The MongoDB-wire server the running stack started (None: not known)."""
+    def _mongodb_binary(self) -> str | None:
+        """The MongoDB-wire server's program the running stack started (None: not known)."""
         state = self.state()
         components = state.components if state is not None else []
         mongodb = next((c for c in components if c.name == "mongodb"), None)
-        if mongodb is None or not mongodb.argv:
-            return None
-        return "mongod" if Path(mongodb.argv[0]).name == "mongod" else "ferretdb"
+        return mongodb.argv[0] if mongodb is not None and mongodb.argv else None
 
     def sampler(self, interval_s: float = 1.0) -> ResourceSampler | None:
         """A sampler of its processes (each with its children); None if it is not running."""

@@ -208,18 +208,32 @@ def mongodb_flavour() -> str:
     return "mongod" if shutil.which("mongod") else "ferretdb"
 
 
-def store_durability(mongodb: str | None = None) -> dict[str, dict[str, str]]:
+def ferretdb_build(binary: str) -> str:
+    """How the FerretDB at ``binary`` was built: the stamp scripts/build-ferretdb.sh leaves
+    beside it (``v1.24.2 patches <sha256 of the patches>`` or ``v1.24.2 unpatched``), or
+    ``unknown`` for a binary it did not build.
+    """
+    try:
+        return Path(f"{binary}.socialbench").read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def store_durability(mongodb_binary: str | None = None) -> dict[str, dict[str, str]]:
     """What each store of the local stack keeps over a restart or a crash, by store.
 
-    ``mongodb`` is the MongoDB-wire server (:func:`mongodb_flavour` when not given).
+    ``mongodb_binary`` is the MongoDB-wire server's program (``mongod`` or ``ferretdb``; the
+    one :func:`mongodb_command` would run when not given). FerretDB's build is recorded
+    too: whether our patches (reads through the indexes) were in it.
     """
-    flavour = mongodb or mongodb_flavour()
-    if flavour == "mongod":
+    if mongodb_binary is None:
+        mongodb_binary = shutil.which("mongod") or find_binary("ferretdb", *go_bin_dirs())
+    if Path(mongodb_binary).name == "mongod":
         documents = {"server": "mongod", "storage": "WiredTiger", "journal": "on",
                      "note": "mongod defaults: journal committed every 100 ms"}
     else:
-        documents = {"server": "ferretdb", "handler": "sqlite", "journal_mode": "wal",
-                     "synchronous": "normal",
+        documents = {"server": "ferretdb", "build": ferretdb_build(mongodb_binary),
+                     "handler": "sqlite", "journal_mode": "wal", "synchronous": "normal",
                      "note": "safe from a crash of FerretDB; a crash of the machine may lose "
                              "the commits since the last WAL checkpoint"}
     return {

@@ -17,7 +17,13 @@ from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
-from socialbench.stack.servers import find_binary, go_bin_dirs, mongodb_flavour, port_open
+from socialbench.stack.servers import (
+    find_binary,
+    go_bin_dirs,
+    mongodb_flavour,
+    port_open,
+    store_durability,
+)
 from tests.support import socialbench
 
 
@@ -147,6 +153,15 @@ def test_the_stack_record_says_what_each_store_keeps(tmp_path: Path) -> None:
     assert record.durability["mongodb"]["server"] == mongodb_flavour()
     if mongodb_flavour() == "ferretdb":
         assert record.durability["mongodb"]["journal_mode"] == "wal"
+
+
+def test_the_record_says_how_ferretdb_was_built(tmp_path: Path) -> None:
+    built, foreign = tmp_path / "built" / "ferretdb", tmp_path / "foreign" / "ferretdb"
+    built.parent.mkdir()
+    (built.parent / "ferretdb.socialbench").write_text("v1.24.2 unpatched\n")
+    assert store_durability(str(built))["mongodb"]["build"] == "v1.24.2 unpatched"
+    assert store_durability(str(foreign))["mongodb"]["build"] == "unknown"
+    assert "build" not in store_durability("/usr/bin/mongod")["mongodb"]
 
 
 def test_serve_refuses_to_start_without_a_secret() -> None:
