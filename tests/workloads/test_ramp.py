@@ -167,6 +167,22 @@ def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
         bundle / "report.html").read_text()
 
 
+def test_one_repeat_that_holds_a_rate_is_said_to_hold_it_and_nothing_else(
+    capacity_server: CapacityServer, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(app, [
+        "ramp", capacity_server.url, "-w", "url", "--start-rate", "100", "--max-rate", "100",
+        "--step-duration", "1.5s", "--warmup", "0.5s", "--sla", "p99=200ms",
+        "--ignore-driver-saturation", "-P", "1", "-D", "constant", "--timeout", "3s",
+        "--results-dir", str(tmp_path),
+    ])
+
+    assert result.exit_code == 0, result.output
+    assert "Max 100 req/s with p99 <= 200 ms" in result.output
+    assert "No tested rate held" not in result.output
+    assert "Repeats:" not in result.output
+
+
 def test_a_fresh_restart_keeps_the_stacks_configuration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,6 +241,7 @@ def test_a_target_that_refuses_connections_stops_the_ramp_with_the_reason(
     assert summary["stop_reason"] == "driver-error"
     assert summary["max_rate_rps"] is None
     assert "the driver could not run" in summary["repeats"][0]["stop_detail"]
+    assert "No tested rate held p99 <= 2 s" in " ".join(result.output.split())
     assert json.loads((bundle / "steps.json").read_text()) == []
 
 

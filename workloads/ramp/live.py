@@ -174,7 +174,7 @@ def print_headline(result: RampReport, console: Console) -> None:
             f"Repeats: {rates} req/s; mean {summary.mean_max_rate_rps or 0:,.1f}, median "
             f"{summary.median_max_rate_rps or 0:,.6g}, coefficient of variation "
             + (f"{cv:.1%}" if cv is not None else "—"))
-    elif summary.completed:
+    if summary.completed and summary.best is None:
         console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
     if summary.stop_reason is not None:
         console.print(f"Stopped: {summary.stop_reason.value} — {summary.repeats[0].stop_detail}"
