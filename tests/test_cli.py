@@ -14,6 +14,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.cli.bench import parse_rates
 from socialbench.cli.stack import describe_workers, parse_workers
 from socialbench.stack.launcher import StackConfig
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
@@ -134,3 +135,13 @@ def test_up_refuses_workers_of_an_unknown_service() -> None:
     for bad in ("text", "text=0", "nope=2"):
         with pytest.raises(typer.BadParameter):
             parse_workers(bad)
+
+
+def test_bench_stack_takes_a_rate_per_workload_and_refuses_a_bad_one() -> None:
+    assert parse_rates(["mixed=300", "compose-post=12.5"]) == {"mixed": 300.0,
+                                                                "compose-post": 12.5}
+    for bad in ("mixed", "=3", "mixed=0", "mixed=-1", "mixed=x", "mixed=nan", "mixed=inf"):
+        with pytest.raises(typer.BadParameter):
+            parse_rates([bad])
+    result = CliRunner().invoke(app, ["bench", "stack", "--rate", "mixed=fast"])
+    assert result.exit_code == 2 and "WORKLOAD=REQ/S" in result.output

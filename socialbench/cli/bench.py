@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -66,6 +67,23 @@ def driver(
     ))
 
 
+def parse_rates(specs: list[str]) -> dict[str, float]:
+    """``["mixed=300"]`` -> ``{"mixed": 300.0}``; a clear error for anything else."""
+    rates: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            rate = float(value) if sep and name else 0.0
+            rate = rate if math.isfinite(rate) else 0.0
+        except ValueError:
+            rate = 0.0
+        if not rate > 0:
+            raise typer.BadParameter(f"expected WORKLOAD=REQ/S with a rate above 0, got {spec!r}",
+                                     param_hint="--rate")
+        rates[name] = rate
+    return rates
+
+
 @bench_app.command()
 def stack(
     url: Annotated[str, typer.Option(help="The local stack's front end.")] = STACK.url,
@@ -85,6 +103,9 @@ def stack(
     warm: Annotated[bool, typer.Option(
         help="Read every timeline once first (memcached is empty after a restart).")]
     = STACK.warm,
+    rate: Annotated[list[str] | None, typer.Option(
+        metavar="WORKLOAD=REQ/S", help="A workload's rate; repeat for several (default: "
+        + ", ".join(f"{name}={rate:g}" for name, rate in STACK.rates.items()) + ").")] = None,
 ) -> None:
     """Each workload at a fixed rate against the local stack: the stack's CPU per request."""
     from socialbench.bench.stack import NoStack, run
@@ -93,7 +114,7 @@ def stack(
         run(StackBench(url=url, data_dir=data_dir, connections=connections, processes=processes,
                        duration_s=duration, users=users,
                        workloads=tuple(workloads or STACK.workloads), results_dir=results_dir,
-                       warm=warm))
+                       warm=warm, rates=STACK.rates | parse_rates(rate or [])))
     except NoStack as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
