@@ -19,4 +19,4 @@ lint:
 
 # pytest exits 5 when it collected no test; that is not a failure of the suite.
 test: setup-test lint
-	$(BIN)/pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+	$(BIN)/pytest -q --durations=30; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
