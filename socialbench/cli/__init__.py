@@ -39,6 +39,8 @@ def serve(
     """Run one service under uvicorn (uvloop, httptools); the same image runs every service."""
     import uvicorn
 
+    from socialbench.runtime.app import UVICORN_OPTIONS
+
     try:
         spec = registry.get(service)
     except KeyError as exc:
@@ -50,16 +52,7 @@ def serve(
         host=host,
         port=port or spec.port,
         workers=workers,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_level="warning",
-        timeout_keep_alive=120,
-        backlog=4096,
-        # No X-Forwarded-* rewriting (a middleware on every request, 0.7% of post-storage's
-        # CPU in its profile): user reads X-Forwarded-Proto itself, for the cookie.
-        proxy_headers=False,
-        server_header=False,
+        **UVICORN_OPTIONS,
     )
 
 

@@ -1,4 +1,4 @@
-"""'socialbench bench driver|stack|mongodb': the benchmarks of socialbench.bench (numbers)."""
+"""'socialbench bench …': the benchmarks of socialbench.bench (numbers, not tests)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 from socialbench.bench.cache import CacheBench
 from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
+from socialbench.bench.hop import HopBench
 from socialbench.bench.mongodb import MongoBench
 from socialbench.bench.stack import StackBench
 from socialbench.cli.options import DataDir
@@ -25,6 +26,7 @@ STACK = StackBench()
 MONGODB = MongoBench()
 CACHE = CacheBench()
 DRILLS = DrillBench()
+HOP = HopBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
 
@@ -202,3 +204,18 @@ def drills(
         raise typer.BadParameter(str(exc), param_hint="--part") from None
     if not run(config).passed:
         raise typer.Exit(1)
+
+
+@bench_app.command()
+def hop(
+    rate: Annotated[list[float] | None, typer.Option(
+        min=1, help=f"Calls per second; repeat for several (default: "
+        f"{', '.join(f'{r:g}' for r in HOP.rates)}).")] = None,
+    duration: Annotated[float, typer.Option(
+        min=1, metavar="SECONDS", help="Measured time at each rate.")] = HOP.duration_s,
+    results_dir: ResultsDir = HOP.results_dir,
+) -> None:
+    """One service hop's CPU per call against a bare ASGI app under the same uvicorn."""
+    from socialbench.bench.hop import run
+
+    run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration, results_dir=results_dir))

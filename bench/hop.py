@@ -1,0 +1,171 @@
+"""The CPU of one service hop, against the floor: a bare ASGI app under the same uvicorn.
+
+    socialbench bench hop [--rate 300 --rate 1000] [--duration 15]
+
+Two servers are started on free ports, each one uvicorn process with the services'
+options (:data:`~socialbench.runtime.app.UVICORN_OPTIONS`): unique-id (the smallest
+service: the runtime's app, middleware and light dispatch around one id) and a bare ASGI
+app that answers the same bytes without any framework. Each gets the same calls
+(``POST /compose_unique_id``) from this process through the runtime's RPC client, at a
+fixed rate over a pool of keep-alive connections, and the server's CPU seconds (user +
+system, psutil) over the run are divided by the calls. The difference is what the
+service's framework costs per call; the bare row is what any uvicorn-served service pays
+on this machine. Results go to ``results/bench-hop-<time>.json``. Not a test: the
+numbers depend on the machine and on what else runs on it (the load average is printed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from socialbench.runtime.rpc import Neighbour
+from socialbench.runtime.settings import JWT_SECRET_ENV
+from socialbench.stack.servers import free_port, port_open
+
+METHOD = "compose_unique_id"
+BARE_ANSWER = b'{"post_id":"1"}'
+START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class HopBench:
+    """What to run: the rates, the time at each, the client's pool."""
+
+    rates: tuple[float, ...] = (300.0, 1000.0)
+    duration_s: float = 15.0
+    warmup_calls: int = 200
+    pool_size: int = 8
+    results_dir: Path = field(default=Path("results"))
+
+
+@dataclass(frozen=True)
+class HopRow:
+    server: str
+    rate: float
+    calls: int
+    server_cpu_ms_per_call: float
+
+
+async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app with no framework: reads the request, answers ``BARE_ANSWER``."""
+    if scope["type"] != "http":
+        return
+    await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(BARE_ANSWER))]})
+    await send({"type": "http.response.body", "body": BARE_ANSWER})
+
+
+def serve_bare(port: int) -> None:
+    """Serve :func:`bare_app` on ``port`` as the services are served."""
+    import uvicorn
+
+    from socialbench.runtime.app import UVICORN_OPTIONS
+
+    uvicorn.run(bare_app, host="127.0.0.1", port=port, **UVICORN_OPTIONS)
+
+
+def server_argv(server: str, port: int) -> list[str]:
+    if server == "bare":
+        return [sys.executable, "-m", "socialbench.bench.hop", str(port)]
+    return [sys.executable, "-m", "socialbench.cli", "serve", server, "--port", str(port)]
+
+
+@contextmanager
+def running(server: str) -> Iterator[tuple[psutil.Process, str]]:
+    """``server`` ("bare" or a service name) on a free port: (its process, its URL)."""
+    port = free_port()
+    env = os.environ | {JWT_SECRET_ENV: secrets.token_urlsafe(32)}
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(server_argv(server, port), env=env, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not port_open("127.0.0.1", port):
+                if process.poll() is not None:
+                    log.seek(0)
+                    said = log.read().decode(errors="replace")[-2000:]
+                    raise RuntimeError(f"{server} did not start on port {port}: {said}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{server} did not start on port {port} in "
+                                       f"{START_TIMEOUT_S:g} s")
+                time.sleep(0.1)
+            yield psutil.Process(process.pid), f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+async def drive(url: str, process: psutil.Process, rate: float, config: HopBench) -> HopRow:
+    """``rate`` calls a second for ``duration_s`` after a warm-up; the server's CPU per call."""
+    neighbour = Neighbour("hop", url, pool_size=config.pool_size, timeout_s=10.0)
+    try:
+        for _ in range(config.warmup_calls):
+            await neighbour.call_raw(METHOD, {})
+        before = cpu_seconds(process)
+        calls: list[asyncio.Future[bytes]] = []
+        start = time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < config.duration_s:
+            for _ in range(int(elapsed * rate) - len(calls)):
+                calls.append(asyncio.ensure_future(neighbour.call_raw(METHOD, {})))
+            await asyncio.sleep(0.001)
+        await asyncio.gather(*calls)
+        used = cpu_seconds(process) - before
+    finally:
+        await neighbour.close()
+    return HopRow(server="", rate=rate, calls=len(calls),
+                  server_cpu_ms_per_call=round(1000 * used / max(len(calls), 1), 4))
+
+
+def measure(config: HopBench, servers: tuple[str, ...] = ("bare", "unique-id")) -> list[HopRow]:
+    """Every server at every rate, one server running at a time."""
+    rows = []
+    for server in servers:
+        with running(server) as (process, url):
+            for rate in config.rates:
+                row = asyncio.run(drive(url, process, rate, config))
+                rows.append(HopRow(server, row.rate, row.calls, row.server_cpu_ms_per_call))
+                print(f"{server:10s} {rate:7.0f} calls/s  {row.calls:7d} calls  server CPU "
+                      f"{row.server_cpu_ms_per_call:.3f} ms per call", flush=True)
+    return rows
+
+
+def run(config: HopBench) -> Path:
+    """Measure, print and write the rows; the file."""
+    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    rows = measure(config)
+    config.results_dir.mkdir(parents=True, exist_ok=True)
+    path = config.results_dir / f"bench-hop-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    path.write_text(json.dumps({
+        "duration_s": config.duration_s, "pool_size": config.pool_size,
+        "load_average_after": os.getloadavg(), "rows": [asdict(row) for row in rows],
+    }, indent=1))
+    print(f"written {path}")
+    return path
+
+
+if __name__ == "__main__":
+    serve_bare(int(sys.argv[1]))
