@@ -119,7 +119,8 @@ def cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-async def drive(url: str, process: psutil.Process, rate: float, config: HopBench) -> HopRow:
+async def drive(server: str, url: str, process: psutil.Process, rate: float,
+                config: HopBench) -> HopRow:
     """``rate`` calls a second for ``duration_s`` after a warm-up; the server's CPU per call."""
     neighbour = Neighbour("hop", url, pool_size=config.pool_size, timeout_s=10.0)
     try:
@@ -136,7 +137,7 @@ async def drive(url: str, process: psutil.Process, rate: float, config: HopBench
         used = cpu_seconds(process) - before
     finally:
         await neighbour.close()
-    return HopRow(server="", rate=rate, calls=len(calls),
+    return HopRow(server=server, rate=rate, calls=len(calls),
                   server_cpu_ms_per_call=round(1000 * used / max(len(calls), 1), 4))
 
 
@@ -146,8 +147,8 @@ def measure(config: HopBench, servers: tuple[str, ...] = ("bare", "unique-id")) 
     for server in servers:
         with running(server) as (process, url):
             for rate in config.rates:
-                row = asyncio.run(drive(url, process, rate, config))
-                rows.append(HopRow(server, row.rate, row.calls, row.server_cpu_ms_per_call))
+                row = asyncio.run(drive(server, url, process, rate, config))
+                rows.append(row)
                 print(f"{server:10s} {rate:7.0f} calls/s  {row.calls:7d} calls  server CPU "
                       f"{row.server_cpu_ms_per_call:.3f} ms per call", flush=True)
     return rows
