@@ -227,7 +227,10 @@ def store_durability(mongodb_binary: str | None = None) -> dict[str, dict[str, s
     too: whether our patches (reads through the indexes) were in it.
     """
     if mongodb_binary is None:
-        mongodb_binary = shutil.which("mongod") or find_binary("ferretdb", *go_bin_dirs())
+        try:
+            mongodb_binary = shutil.which("mongod") or find_binary("ferretdb", *go_bin_dirs())
+        except ServerNotInstalled:  # recorded as a FerretDB of unknown build
+            mongodb_binary = "ferretdb"
     if Path(mongodb_binary).name == "mongod":
         documents = {"server": "mongod", "storage": "WiredTiger", "journal": "on",
                      "note": "mongod defaults: journal committed every 100 ms"}

@@ -164,6 +164,16 @@ def test_the_record_says_how_ferretdb_was_built(tmp_path: Path) -> None:
     assert "build" not in store_durability("/usr/bin/mongod")["mongodb"]
 
 
+def test_the_record_of_a_machine_with_no_mongodb_server_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("GOBIN", str(tmp_path))
+    monkeypatch.setenv("GOPATH", str(tmp_path))
+    monkeypatch.setattr("socialbench.stack.servers.shutil.which", lambda *args, **kw: None)
+    assert store_durability()["mongodb"]["build"] == "unknown"
+
+
 def test_serve_refuses_to_start_without_a_secret() -> None:
     env = {k: v for k, v in os.environ.items() if k != JWT_SECRET_ENV}
     for secret in (None, "short", "socialbench-login-token-secret-change-me"):
