@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ import psutil
 
 from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.settings import JWT_SECRET_ENV
-from socialbench.stack.servers import free_port, port_open
+from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 
 METHOD = "compose_unique_id"
 BARE_ANSWER = b'{"post_id":"1"}'
@@ -87,31 +86,17 @@ def server_argv(server: str, port: int) -> list[str]:
 
 
 @contextmanager
-def running(server: str) -> Iterator[tuple[psutil.Process, str]]:
+def running(server: str, log_dir: Path) -> Iterator[tuple[psutil.Process, str]]:
     """``server`` ("bare" or a service name) on a free port: (its process, its URL)."""
     port = free_port()
-    env = os.environ | {JWT_SECRET_ENV: secrets.token_urlsafe(32)}
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(server_argv(server, port), env=env, stdout=log, stderr=log)
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not port_open("127.0.0.1", port):
-                if process.poll() is not None:
-                    log.seek(0)
-                    said = log.read().decode(errors="replace")[-2000:]
-                    raise RuntimeError(f"{server} did not start on port {port}: {said}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{server} did not start on port {port} in "
-                                       f"{START_TIMEOUT_S:g} s")
-                time.sleep(0.1)
-            yield psutil.Process(process.pid), f"http://127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    command = ServerCommand(server, server_argv(server, port), "127.0.0.1", port,
+                            env={JWT_SECRET_ENV: secrets.token_urlsafe(32)})
+    process = ServerProcess(command, log_dir / f"{server}.log")
+    try:
+        process.wait_ready(START_TIMEOUT_S)
+        yield psutil.Process(process.process.pid), f"http://{command.address}"
+    finally:
+        process.stop()
 
 
 def cpu_seconds(process: psutil.Process) -> float:
@@ -145,7 +130,7 @@ def measure(config: HopBench, servers: tuple[str, ...] = ("bare", "unique-id")) 
     """Every server at every rate, one server running at a time."""
     rows = []
     for server in servers:
-        with running(server) as (process, url):
+        with tempfile.TemporaryDirectory() as logs, running(server, Path(logs)) as (process, url):
             for rate in config.rates:
                 row = asyncio.run(drive(server, url, process, rate, config))
                 rows.append(row)

@@ -20,7 +20,7 @@ def test_both_servers_get_every_call_and_their_cpu_is_measured(tmp_path: Path) -
         assert row.server_cpu_ms_per_call > 0, row
 
 
-def test_a_server_that_does_not_start_says_why() -> None:
-    with pytest.raises(RuntimeError, match="nope did not start") as caught, running("nope"):
+def test_a_server_that_does_not_start_says_why(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="nope exited") as caught, running("nope", tmp_path):
         pass
     assert "nope" in str(caught.value).split(":", 1)[1]
