@@ -127,14 +127,13 @@ FERRETDB_SQLITE_PRAGMAS = "_pragma=synchronous(normal)"
 def mongodb_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> ServerCommand:
     """A MongoDB-wire server: ``mongod`` when on PATH, else FerretDB with its SQLite handler."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    mongod = shutil.which("mongod")
-    if mongod is not None:
-        argv = [mongod, "--bind_ip", host, "--port", str(port), "--dbpath", str(data_dir),
+    program = mongodb_program()
+    if Path(program).name == "mongod":
+        argv = [program, "--bind_ip", host, "--port", str(port), "--dbpath", str(data_dir),
                 "--quiet"]
         return ServerCommand("mongodb", argv, host, port)
-    ferretdb = find_binary("ferretdb", *go_bin_dirs())
     argv = [
-        ferretdb, "--handler=sqlite", f"--sqlite-url=file:{data_dir}/?{FERRETDB_SQLITE_PRAGMAS}",
+        program, "--handler=sqlite", f"--sqlite-url=file:{data_dir}/?{FERRETDB_SQLITE_PRAGMAS}",
         f"--listen-addr={host}:{port}", f"--state-dir={data_dir}",
         "--telemetry=disable", "--debug-addr=-", "--log-level=warn",
     ]
@@ -203,6 +202,12 @@ def jaeger_command(
     return ServerCommand("jaeger", argv, host, otlp_port)
 
 
+def mongodb_program() -> str:
+    """The MongoDB-wire server the local stack runs: ``mongod`` when on PATH, else FerretDB
+    (:class:`ServerNotInstalled` when neither is installed)."""
+    return shutil.which("mongod") or find_binary("ferretdb", *go_bin_dirs())
+
+
 def mongodb_flavour() -> str:
     """``mongod`` or ``ferretdb``: which server :func:`mongodb_command` will run."""
     return "mongod" if shutil.which("mongod") else "ferretdb"
@@ -228,7 +233,7 @@ def store_durability(mongodb_binary: str | None = None) -> dict[str, dict[str, s
     """
     if mongodb_binary is None:
         try:
-            mongodb_binary = shutil.which("mongod") or find_binary("ferretdb", *go_bin_dirs())
+            mongodb_binary = mongodb_program()
         except ServerNotInstalled:  # recorded as a FerretDB of unknown build
             mongodb_binary = "ferretdb"
     if Path(mongodb_binary).name == "mongod":
