@@ -11,7 +11,7 @@ as they are then) the same way.
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, Field
@@ -49,7 +49,7 @@ class HomeTimelineService:
         self.redis = context.stores.require_redis()
         self.post_storage = context.rpc["post-storage"]
         self.social_graph = context.rpc["social-graph"]
-        self._fan_out = self.redis.register_script(FAN_OUT)
+        self._fan_out = self.redis.script(FAN_OUT)
 
     async def setup(self) -> None:
         return None
@@ -83,7 +83,7 @@ class HomeTimelineService:
         if stop <= start:
             return b"[]"
         found = await self.redis.zrevrange(timeline_key(user_id), start, stop - 1)
-        post_ids = [int(member) for member in cast(list[bytes], found)]
+        post_ids = [int(member) for member in found]
         return await read_posts(self.post_storage, post_ids)
 
 

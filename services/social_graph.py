@@ -78,19 +78,19 @@ class SocialGraphService:
                 "followee_id": followee_id, "timestamp": now}
         with contextlib.suppress(DuplicateKeyError):  # the edge exists: keep it as it is
             await insert_one(self.edges, edge)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(f"{user_id}:followees", {str(followee_id): now}, nx=True)
-            pipe.zadd(f"{followee_id}:followers", {str(user_id): now}, nx=True)
-            await pipe.execute()
+        await self.redis.pipeline(
+            ("ZADD", f"{user_id}:followees", "NX", now, followee_id),
+            ("ZADD", f"{followee_id}:followers", "NX", now, user_id),
+        )
 
     async def unfollow(self, user_id: int, followee_id: int) -> None:
         """``user_id`` no longer follows ``followee_id`` (a no-op if it did not)."""
         edge_id = _edge_id(user_id, followee_id)
         await once_more_if_dropped(lambda: self.edges.delete_one({"_id": edge_id}))
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zrem(f"{user_id}:followees", str(followee_id))
-            pipe.zrem(f"{followee_id}:followers", str(user_id))
-            await pipe.execute()
+        await self.redis.pipeline(
+            ("ZREM", f"{user_id}:followees", followee_id),
+            ("ZREM", f"{followee_id}:followers", user_id),
+        )
 
     async def user_id_of(self, username: str) -> int:
         """The id of ``username`` (from the user service; 404 if unknown)."""
@@ -107,10 +107,8 @@ class SocialGraphService:
     async def users(self, user_id: int, relation: Relation) -> list[int]:
         """The followers or followees of ``user_id``, oldest follow first."""
         key = f"{user_id}:{relation}"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zrange(key, 0, -1)
-            pipe.exists(ALL_LOADED)
-            members, all_loaded = await pipe.execute()
+        members, all_loaded = await self.redis.pipeline(
+            ("ZRANGE", key, 0, -1), ("EXISTS", ALL_LOADED))
         if members and members[0] == LOADED:
             return [int(member) for member in members[1:]]
         if all_loaded:

@@ -79,11 +79,8 @@ class UserTimelineService:
     async def post_ids(self, user_id: int, start: int, stop: int) -> list[int]:
         """Ids of posts ``[start, stop)``, newest first: Redis, else MongoDB."""
         key = str(user_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zrevrange(key, start, stop - 1)
-            pipe.zscore(key, WHOLE)
-            pipe.exists(ALL_WHOLE)
-            members, whole, all_whole = await pipe.execute()
+        members, whole, all_whole = await self.redis.pipeline(
+            ("ZREVRANGE", key, start, stop - 1), ("ZSCORE", key, WHOLE), ("EXISTS", ALL_WHOLE))
         if members and members[-1] == WHOLE:
             members.pop()
         if len(members) < stop - start and whole is None and not all_whole:

@@ -13,6 +13,7 @@ from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
 from socialbench.bench.hop import HopBench
 from socialbench.bench.mongodb import MongoBench
+from socialbench.bench.redis_client import RedisClientBench
 from socialbench.bench.stack import StackBench
 from socialbench.cli.options import DataDir
 from socialbench.workloads.driver.config import Distribution
@@ -27,6 +28,7 @@ MONGODB = MongoBench()
 CACHE = CacheBench()
 DRILLS = DrillBench()
 HOP = HopBench()
+REDIS_CLIENT = RedisClientBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
 
@@ -219,3 +221,19 @@ def hop(
     from socialbench.bench.hop import run
 
     run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration, results_dir=results_dir))
+
+
+@bench_app.command("redis-client")
+def redis_client(
+    commands: Annotated[int, typer.Option(
+        min=100, help="Commands per client and caller count.")] = REDIS_CLIENT.commands,
+    callers: Annotated[list[int] | None, typer.Option(
+        min=1, help=f"Concurrent callers; repeat for several (default: "
+        f"{', '.join(map(str, REDIS_CLIENT.callers))}).")] = None,
+    results_dir: ResultsDir = REDIS_CLIENT.results_dir,
+) -> None:
+    """The services' Redis client's CPU per command against redis-py's, on a real Redis."""
+    from socialbench.bench.redis_client import run
+
+    run(RedisClientBench(commands=commands, callers=tuple(callers or REDIS_CLIENT.callers),
+                         results_dir=results_dir))

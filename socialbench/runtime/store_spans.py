@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiomcache
-import redis.asyncio as aioredis
 from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
 from pymongo import monitoring
 
+from socialbench.runtime.redis_client import Arg, Command, RedisClient
 from socialbench.runtime.tracing import in_traced_request
 
 REDIS = {"db.system.name": "redis"}
@@ -30,51 +30,37 @@ MONGODB = {"db.system.name": "mongodb"}
 MEMCACHED = {"db.system.name": "memcached"}
 
 
-class TracedRedis(aioredis.Redis):
+class TracedRedisClient(RedisClient):
     """A Redis client whose commands and pipelines are spans in traced requests."""
 
-    tracer: Tracer
+    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.tracer = tracer
 
-    @classmethod
-    def traced_from_pool(cls, pool: aioredis.ConnectionPool, tracer: Tracer) -> TracedRedis:
-        client = cls.from_pool(pool)
-        assert isinstance(client, TracedRedis)
-        client.tracer = tracer
-        return client
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
+    async def execute_command(self, *args: Arg) -> Any:
         if not in_traced_request():
-            return await super().execute_command(*args, **options)
-        operation = str(args[0]).upper()
+            return await super().execute_command(*args)
+        operation = _operation(args[0])
         with self.tracer.start_as_current_span(
             f"redis {operation}", kind=SpanKind.CLIENT,
             attributes={**REDIS, "db.operation.name": operation},
         ):
-            return await super().execute_command(*args, **options)
+            return await super().execute_command(*args)
 
-    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> TracedPipeline:
-        pipeline = TracedPipeline(
-            self.connection_pool, self.response_callbacks, transaction, shard_hint
-        )
-        pipeline.tracer = self.tracer
-        return pipeline
-
-
-class TracedPipeline(aioredis.client.Pipeline):
-    """A pipeline that is one span (with its size) when executed in a traced request."""
-
-    tracer: Tracer
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+    async def pipeline(self, *commands: Command) -> list[Any]:
         if not in_traced_request():
-            return await super().execute(raise_on_error)
-        commands = sorted({str(args[0]).upper() for args, _ in self.command_stack})
+            return await super().pipeline(*commands)
+        operations = sorted({_operation(command[0]) for command in commands})
         with self.tracer.start_as_current_span(
             "redis pipeline", kind=SpanKind.CLIENT,
-            attributes={**REDIS, "db.operation.name": "PIPELINE " + " ".join(commands),
-                        "db.operation.batch.size": len(self.command_stack)},
+            attributes={**REDIS, "db.operation.name": "PIPELINE " + " ".join(operations),
+                        "db.operation.batch.size": len(commands)},
         ):
-            return await super().execute(raise_on_error)
+            return await super().pipeline(*commands)
+
+
+def _operation(name: Arg) -> str:
+    return (name.decode() if isinstance(name, bytes) else str(name)).upper()
 
 
 class MongoSpans(monitoring.CommandListener):

@@ -1,6 +1,7 @@
 """Async clients for the three stores, created once per process at start-up.
 
-- Redis: ``redis.asyncio`` with the hiredis parser, one connection pool.
+- Redis: our own client (:mod:`~socialbench.runtime.redis_client`: redis-py cost ten
+  times its CPU per command), pipelining connections, hiredis's parser.
 - MongoDB: PyMongo's native async client (``AsyncMongoClient``), one pool.
 - memcached: aiomcache, a pool of asyncio connections (never blocks the event loop),
   whose waits are bounded here (:class:`BoundedMemcachePool`): aiomcache itself has none.
@@ -20,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiomcache
-import redis.asyncio as aioredis
-import redis.exceptions
 from aiomcache.pool import Connection, MemcachePool
 from opentelemetry.trace import Tracer
 from pymongo import AsyncMongoClient
@@ -37,15 +36,16 @@ from pymongo.errors import (
 
 from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
+from socialbench.runtime.redis_client import RedisClient, RedisError
 from socialbench.runtime.settings import Settings
-from socialbench.runtime.store_spans import MongoSpans, TracedMemcached, TracedRedis
+from socialbench.runtime.store_spans import MongoSpans, TracedMemcached, TracedRedisClient
 
 T = TypeVar("T")
 
 DUPLICATE_KEY = 11000  # MongoDB's error code of a unique index's duplicate
 
 STORE_ERRORS: tuple[type[Exception], ...] = (
-    redis.exceptions.RedisError,
+    RedisError,
     PyMongoError,
     aiomcache.exceptions.ClientException,
     OSError,  # aiomcache surfaces a dead memcached as a plain OSError
@@ -186,7 +186,7 @@ class Stores:
     """The store clients one service uses; the ones it does not use stay ``None``."""
 
     mongodb: AsyncMongoClient[dict[str, Any]] | None = None
-    redis: aioredis.Redis | None = None
+    redis: RedisClient | None = None
     memcached: aiomcache.Client | None = None
 
     @classmethod
@@ -207,20 +207,15 @@ class Stores:
                 event_listeners=[MongoSpans(tracer)] if tracer else [],
             )
         if Store.REDIS in needed:
-            # A blocking pool: a burst beyond the pool waits for a connection instead of
-            # failing with "Too many connections" (redis-py's default pool). A command
-            # whose connection turns out closed (Redis restarted while it sat in the
-            # pool) is tried once more on a new connection, instead of failing.
-            pool = aioredis.BlockingConnectionPool.from_url(
-                settings.redis_url,
-                max_connections=settings.redis_pool_size,
-                timeout=settings.store_wait_timeout_s,
-                socket_connect_timeout=settings.store_connect_timeout_s,
-                socket_timeout=settings.store_call_timeout_s,
-                retry_on_error=[redis.exceptions.ConnectionError],
+            redis_options: dict[str, Any] = {
+                "max_connections": settings.redis_pool_size,
+                "connect_timeout_s": settings.store_connect_timeout_s,
+                "call_timeout_s": settings.store_call_timeout_s,
+            }
+            stores.redis = (
+                TracedRedisClient.from_url(settings.redis_url, tracer=tracer, **redis_options)
+                if tracer else RedisClient.from_url(settings.redis_url, **redis_options)
             )
-            stores.redis = (TracedRedis.traced_from_pool(pool, tracer) if tracer
-                            else aioredis.Redis.from_pool(pool))
         if Store.MEMCACHED in needed:
             host, port = settings.memcached_host_port
             size = settings.memcached_pool_size
@@ -253,7 +248,7 @@ class Stores:
         if self.mongodb is not None:
             await self.mongodb.close()
         if self.redis is not None:
-            await self.redis.aclose()
+            await self.redis.close()
         if self.memcached is not None:
             await self.memcached.close()
 
@@ -262,7 +257,7 @@ class Stores:
             raise StoreError("this service was not configured with MongoDB")
         return self.mongodb
 
-    def require_redis(self) -> aioredis.Redis:
+    def require_redis(self) -> RedisClient:
         if self.redis is None:
             raise StoreError("this service was not configured with Redis")
         return self.redis
@@ -274,7 +269,7 @@ class Stores:
 
 
 async def flag_fresh_cache(
-    redis: aioredis.Redis, collection: AsyncCollection[dict[str, Any]], flag: str
+    redis: RedisClient, collection: AsyncCollection[dict[str, Any]], flag: str
 ) -> None:
     """Set the key ``flag`` in Redis if ``collection`` is empty (called at start-up).
 

@@ -54,11 +54,7 @@ async def use_every_store(stores: Stores, key: str) -> None:
     """One call of each kind the services make."""
     redis, memcached = stores.require_redis(), stores.require_memcached()
     await redis.zadd(key, {"a": 1})
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.zadd(key, {"b": 2})
-        pipe.zrevrange(key, 0, -1)
-        pipe.exists(key)
-        await pipe.execute()
+    await redis.pipeline(("ZADD", key, 2, "b"), ("ZREVRANGE", key, 0, -1), ("EXISTS", key))
     await memcached.set(key.encode(), b"v")
     await memcached.multi_get(key.encode(), b"missing-" + key.encode())
     posts = stores.require_mongodb()["socialbench_test"]["post"]
