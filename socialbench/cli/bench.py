@@ -13,8 +13,8 @@ from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
 from socialbench.bench.hop import HopBench
 from socialbench.bench.mongodb import MongoBench
-from socialbench.bench.redis_client import RedisClientBench
 from socialbench.bench.stack import StackBench
+from socialbench.bench.store_clients import StoreClientsBench
 from socialbench.cli.options import DataDir
 from socialbench.workloads.driver.config import Distribution
 
@@ -28,7 +28,7 @@ MONGODB = MongoBench()
 CACHE = CacheBench()
 DRILLS = DrillBench()
 HOP = HopBench()
-REDIS_CLIENT = RedisClientBench()
+STORE_CLIENTS = StoreClientsBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
 
@@ -223,17 +223,17 @@ def hop(
     run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration, results_dir=results_dir))
 
 
-@bench_app.command("redis-client")
-def redis_client(
+@bench_app.command("store-clients")
+def store_clients(
     commands: Annotated[int, typer.Option(
-        min=100, help="Commands per client and caller count.")] = REDIS_CLIENT.commands,
+        min=100, help="Commands per client and caller count.")] = STORE_CLIENTS.commands,
     callers: Annotated[list[int] | None, typer.Option(
         min=1, help=f"Concurrent callers; repeat for several (default: "
-        f"{', '.join(map(str, REDIS_CLIENT.callers))}).")] = None,
-    results_dir: ResultsDir = REDIS_CLIENT.results_dir,
+        f"{', '.join(map(str, STORE_CLIENTS.callers))}).")] = None,
+    results_dir: ResultsDir = STORE_CLIENTS.results_dir,
 ) -> None:
-    """The services' Redis client's CPU per command against redis-py's, on a real Redis."""
-    from socialbench.bench.redis_client import run
+    """The services' Redis and memcached clients' CPU per command against the libraries'."""
+    from socialbench.bench.store_clients import run
 
-    run(RedisClientBench(commands=commands, callers=tuple(callers or REDIS_CLIENT.callers),
-                         results_dir=results_dir))
+    run(StoreClientsBench(commands=commands, callers=tuple(callers or STORE_CLIENTS.callers),
+                          results_dir=results_dir))

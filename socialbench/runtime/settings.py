@@ -46,10 +46,11 @@ class Settings(BaseSettings):
     mongodb_url: str = "mongodb://127.0.0.1:27017"
     mongodb_pool_size: int = 32
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Redis and memcached: connections at most, each pipelining (runtime/pipelining.py).
     redis_pool_size: int = 64
     memcached_address: str = "127.0.0.1:11211"
     memcached_pool_size: int = 32
-    # How long a request waits for a free store connection before a StoreError.
+    # How long a request waits for a free MongoDB connection before a StoreError.
     store_wait_timeout_s: float = 10.0
     # Bounds on a store that is down or stuck, so a dead part answers 503s fast: to
     # connect (and, for MongoDB, to find a server: the driver's default is 30 s), and

@@ -9,8 +9,8 @@ the OpenTelemetry database attributes.
 
 - Redis: every command goes through ``execute_command``; a pipeline is one span.
 - MongoDB: PyMongo's command monitoring, which runs in the calling task.
-- memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the
-  services make; other calls go untraced.
+- memcached: ``get``, ``multi_get``, ``set`` and ``delete``, the calls the services
+  make; ``version`` (health) goes untraced.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiomcache
 from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
 from pymongo import monitoring
 
+from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.redis_client import Arg, Command, RedisClient
 from socialbench.runtime.tracing import in_traced_request
 
@@ -95,11 +95,11 @@ class MongoSpans(monitoring.CommandListener):
             span.end()
 
 
-class TracedMemcached(aiomcache.Client):
-    """A memcached client whose calls the services make are spans in traced requests."""
+class TracedMemcachedClient(MemcachedClient):
+    """A memcached client whose calls are spans in traced requests."""
 
-    def __init__(self, host: str, port: int, *, pool_size: int, tracer: Tracer) -> None:
-        super().__init__(host, port, pool_size=pool_size)
+    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
+        super().__init__(*args, **options)
         self.tracer = tracer
 
     async def _call(
@@ -114,17 +114,17 @@ class TracedMemcached(aiomcache.Client):
         ):
             return await call(*args)
 
-    async def get(self, key: bytes, default: Any = None) -> Any:
-        return await self._call("get", 1, super().get, key, default)
+    async def get(self, key: bytes) -> bytes | None:
+        result: bytes | None = await self._call("get", 1, super().get, key)
+        return result
 
-    async def multi_get(self, *keys: bytes) -> Any:
-        return await self._call("multi_get", len(keys), super().multi_get, *keys)
+    async def multi_get(self, *keys: bytes) -> tuple[bytes | None, ...]:
+        result: tuple[bytes | None, ...] = await self._call(
+            "multi_get", len(keys), super().multi_get, *keys)
+        return result
 
-    async def set(self, key: bytes, value: Any, exptime: int = 0) -> bool:
+    async def set(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
         return bool(await self._call("set", 1, super().set, key, value, exptime))
-
-    async def add(self, key: bytes, value: Any, exptime: int = 0) -> bool:
-        return bool(await self._call("add", 1, super().add, key, value, exptime))
 
     async def delete(self, key: bytes) -> bool:
         return bool(await self._call("delete", 1, super().delete, key))

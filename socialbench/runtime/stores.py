@@ -1,10 +1,10 @@
 """Async clients for the three stores, created once per process at start-up.
 
-- Redis: our own client (:mod:`~socialbench.runtime.redis_client`: redis-py cost ten
-  times its CPU per command), pipelining connections, hiredis's parser.
+- Redis and memcached: our own clients (:mod:`~socialbench.runtime.redis_client`,
+  :mod:`~socialbench.runtime.memcached_client`: redis-py and aiomcache cost 3-8 times
+  their CPU per command), over pipelining connections whose every wait is bounded
+  (:mod:`~socialbench.runtime.pipelining`).
 - MongoDB: PyMongo's native async client (``AsyncMongoClient``), one pool.
-- memcached: aiomcache, a pool of asyncio connections (never blocks the event loop),
-  whose waits are bounded here (:class:`BoundedMemcachePool`): aiomcache itself has none.
 
 Library errors of all three are turned into :class:`~socialbench.runtime.errors.StoreError`
 by the app factory's exception handlers, so the happy path pays nothing for the mapping.
@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiomcache
-from aiomcache.pool import Connection, MemcachePool
 from opentelemetry.trace import Tracer
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -36,23 +34,20 @@ from pymongo.errors import (
 
 from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
-from socialbench.runtime.redis_client import RedisClient, RedisError
+from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.pipelining import StoreClientError
+from socialbench.runtime.redis_client import RedisClient
 from socialbench.runtime.settings import Settings
-from socialbench.runtime.store_spans import MongoSpans, TracedMemcached, TracedRedisClient
+from socialbench.runtime.store_spans import MongoSpans, TracedMemcachedClient, TracedRedisClient
 
 T = TypeVar("T")
 
 DUPLICATE_KEY = 11000  # MongoDB's error code of a unique index's duplicate
 
-STORE_ERRORS: tuple[type[Exception], ...] = (
-    RedisError,
-    PyMongoError,
-    aiomcache.exceptions.ClientException,
-    OSError,  # aiomcache surfaces a dead memcached as a plain OSError
-)
+STORE_ERRORS: tuple[type[Exception], ...] = (StoreClientError, PyMongoError)
 
-# What memcached accepts as a key: 1-250 bytes, no whitespace or control characters,
-# C1 controls (U+0080-U+009F) included: aiomcache refuses those too (a ValidationException).
+# What the services cache under a key: 1-250 bytes, no whitespace or control characters,
+# C1 controls (U+0080-U+009F) included.
 _MEMCACHED_KEY = re.compile(r"[^\s\x00-\x20\x7f-\x9f]{1,250}")
 
 
@@ -69,125 +64,13 @@ def user_id_cache_key(username: str) -> bytes | None:
     return memcached_key(f"{username}:user_id")
 
 
-class MemcachedTimeout(TimeoutError):
-    """memcached gave no connection or no answer within its bound (a ``StoreError``, 503)."""
-
-
-class _BoundedReader(asyncio.StreamReader):
-    """A memcached connection's reader: every read ends by the command's deadline, and the
-    end of the stream is an error (aiomcache's line loop would spin on it forever).
-
-    A read the buffer already holds waits for nothing and is not bounded: most of a
-    ``get`` of many keys (one line and one value per key) is read from the buffer, and a
-    timeout per read was a sixth of post-storage's CPU (py-spy, timeline reads).
-    """
-
-    deadline = 0.0  # loop time by which the command in progress must be answered
-
-    async def readline(self) -> bytes:
-        if b"\n" in self._buffer:  # type: ignore[attr-defined]
-            line = await super().readline()
-        else:
-            line = await self.bounded(super().readline())
-        if not line.endswith(b"\n"):
-            raise ConnectionResetError("memcached closed the connection")
-        return line
-
-    async def readexactly(self, n: int) -> bytes:
-        try:
-            if len(self._buffer) >= n:  # type: ignore[attr-defined]
-                return await super().readexactly(n)
-            return await self.bounded(super().readexactly(n))
-        except asyncio.IncompleteReadError:
-            raise ConnectionResetError("memcached closed the connection") from None
-
-    async def bounded(self, wait: Awaitable[T]) -> T:
-        """``wait`` awaited by the command's deadline, else :class:`MemcachedTimeout`."""
-        try:
-            async with asyncio.timeout_at(self.deadline):
-                return await wait
-        except TimeoutError:
-            raise MemcachedTimeout("memcached did not answer in time") from None
-
-
-class _BoundedWriter(asyncio.StreamWriter):
-    """A memcached connection's writer: waiting for room to write ends by the deadline."""
-
-    def __init__(self, transport: asyncio.WriteTransport, protocol: asyncio.StreamReaderProtocol,
-                 reader: _BoundedReader, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(transport, protocol, reader, loop)
-        self.bounded_reader = reader
-
-    async def drain(self) -> None:
-        await self.bounded_reader.bounded(super().drain())
-
-
-class BoundedMemcachePool(MemcachePool):
-    """aiomcache's pool with every wait bounded by the store settings.
-
-    aiomcache has no timeout of its own: a memcached that is down, stuck or restarting
-    would hold a request forever (and a connection at end of stream spins the event loop).
-    Here connecting takes at most ``store_connect_timeout_s``, waiting for a free
-    connection ``store_wait_timeout_s``, and a command ``store_call_timeout_s`` from the
-    moment it has its connection; each failure is an ``OSError`` (a ``StoreError``, 503).
-    A connection that failed, or whose command was cancelled half-way, is closed rather
-    than reused, and new ones are opened on demand: a restarted memcached is found again.
-    """
-
-    def __init__(self, host: str, port: int, *, size: int, settings: Settings) -> None:
-        super().__init__(host, port, minsize=size, maxsize=size)
-        self.connect_timeout_s = settings.store_connect_timeout_s
-        self.call_timeout_s = settings.store_call_timeout_s
-        self.wait_timeout_s = settings.store_wait_timeout_s
-
-    async def acquire(self) -> Connection:
-        try:
-            async with asyncio.timeout(self.wait_timeout_s):
-                conn = await super().acquire()
-        except MemcachedTimeout:
-            raise  # connecting took too long
-        except TimeoutError:
-            raise MemcachedTimeout(
-                f"no memcached connection free within {self.wait_timeout_s:g} s") from None
-        assert isinstance(conn.reader, _BoundedReader)
-        conn.reader.deadline = asyncio.get_running_loop().time() + self.call_timeout_s
-        return conn
-
-    def release(self, conn: Connection) -> None:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            # Cancelled mid-command (aiomcache marks only an Exception): its answer may
-            # still come, and would be read as the next command's.
-            conn.reader.set_exception(ConnectionAbortedError("memcached command cancelled"))
-        super().release(conn)
-
-    async def _create_new_conn(self) -> Connection | None:
-        if self.size() >= self._maxsize:
-            return None
-        loop = asyncio.get_running_loop()
-        reader = _BoundedReader(loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-        try:
-            async with asyncio.timeout(self.connect_timeout_s):
-                transport, _ = await loop.create_connection(
-                    lambda: protocol, self._host, self._port)
-        except TimeoutError:
-            raise MemcachedTimeout(f"could not connect to memcached at {self._host}:"
-                                   f"{self._port} within {self.connect_timeout_s:g} s") from None
-        conn = Connection(reader, _BoundedWriter(transport, protocol, reader, loop))
-        if self.size() >= self._maxsize:  # others filled the pool while this one connected
-            self._do_close(conn)
-            return None
-        return conn
-
-
 @dataclass
 class Stores:
     """The store clients one service uses; the ones it does not use stay ``None``."""
 
     mongodb: AsyncMongoClient[dict[str, Any]] | None = None
     redis: RedisClient | None = None
-    memcached: aiomcache.Client | None = None
+    memcached: MemcachedClient | None = None
 
     @classmethod
     def connect(
@@ -218,13 +101,15 @@ class Stores:
             )
         if Store.MEMCACHED in needed:
             host, port = settings.memcached_host_port
-            size = settings.memcached_pool_size
-            memcached = (
-                TracedMemcached(host, port, pool_size=size, tracer=tracer) if tracer
-                else aiomcache.Client(host, port, pool_size=size)
+            memcached_options: dict[str, Any] = {
+                "max_connections": settings.memcached_pool_size,
+                "connect_timeout_s": settings.store_connect_timeout_s,
+                "call_timeout_s": settings.store_call_timeout_s,
+            }
+            stores.memcached = (
+                TracedMemcachedClient(host, port, tracer=tracer, **memcached_options) if tracer
+                else MemcachedClient(host, port, **memcached_options)
             )
-            memcached._pool = BoundedMemcachePool(host, port, size=size, settings=settings)
-            stores.memcached = memcached
         return stores
 
     async def health(self) -> dict[str, str]:
@@ -262,7 +147,7 @@ class Stores:
             raise StoreError("this service was not configured with Redis")
         return self.redis
 
-    def require_memcached(self) -> aiomcache.Client:
+    def require_memcached(self) -> MemcachedClient:
         if self.memcached is None:
             raise StoreError("this service was not configured with memcached")
         return self.memcached

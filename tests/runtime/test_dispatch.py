@@ -27,7 +27,7 @@ from socialbench.runtime.dispatch import (
 from socialbench.runtime.errors import Conflict
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import MAX_ITEMS, Id, Text
-from socialbench.runtime.redis_client import RedisConnectionError
+from socialbench.runtime.pipelining import StoreConnectionError
 from socialbench.runtime.web import failure_prefix, form_args, require_ints, text
 from tests.services.support import app_client
 
@@ -65,7 +65,7 @@ def make_app() -> FastAPI:
         if body.user_id == 500:
             raise KeyError("oops")
         if body.user_id == 503:
-            raise RedisConnectionError("redis is down")
+            raise StoreConnectionError("redis is down")
         return JSONResponse({"user_id": body.user_id})
 
     @router.post("/count")
@@ -227,7 +227,7 @@ def make_front_end_app() -> FastAPI:
         if user_id == 409:
             raise Conflict("taken")
         if user_id == 503:
-            raise RedisConnectionError("redis is down")
+            raise StoreConnectionError("redis is down")
         return text(f"thing {user_id}")
 
     @router.get("/api/home-timeline/read")

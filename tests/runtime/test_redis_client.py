@@ -10,13 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from socialbench.runtime.redis_client import (
-    RedisClient,
-    RedisConnectionError,
-    RedisReplyError,
-    RedisTimeout,
-    encode_command,
-)
+from socialbench.runtime.pipelining import StoreConnectionError, StoreReplyError, StoreTimeout
+from socialbench.runtime.redis_client import RedisClient, encode_command
 from socialbench.stack.servers import ServerCommand, free_port
 
 BOUNDS = {"connect_timeout_s": 1.0, "call_timeout_s": 1.0}
@@ -67,9 +62,9 @@ async def test_a_pipeline_answers_each_command_in_order(redis: RedisClient) -> N
 async def test_a_refusal_raises_and_leaves_the_connection_in_step(redis: RedisClient) -> None:
     key = unique("k")
     await redis.set(key, "a string")
-    with pytest.raises(RedisReplyError, match="WRONGTYPE"):
+    with pytest.raises(StoreReplyError, match="WRONGTYPE"):
         await redis.zadd(key, {"a": 1})
-    with pytest.raises(RedisReplyError, match="WRONGTYPE"):
+    with pytest.raises(StoreReplyError, match="WRONGTYPE"):
         await redis.pipeline(("GET", key), ("ZCARD", key), ("SET", key, "after"))
     assert await redis.get(key) == b"after"  # the pipeline's other commands were run
 
@@ -108,7 +103,7 @@ async def test_a_burst_beyond_the_connections_is_pipelined_on_them(
     try:
         replies = await asyncio.gather(*(client.execute_command("INCR", key)
                                          for _ in range(300)))
-        opened = len(client._connections)
+        opened = client.open_connections
         assert await client.get(key) == b"300"
     finally:
         await client.delete(key)
@@ -188,14 +183,14 @@ async def test_a_stuck_redis_fails_every_command_in_flight_within_the_bound() ->
     finally:
         await client.close()
         stuck.close()
-    assert all(isinstance(result, RedisTimeout) for result in results), results
+    assert all(isinstance(result, StoreTimeout) for result in results), results
     assert waited < 3, f"waited {waited:.1f} s for a Redis that never answers"
 
 
 async def test_no_redis_is_a_connection_error() -> None:
     client = RedisClient("127.0.0.1", free_port(), max_connections=1, **BOUNDS)
     try:
-        with pytest.raises(RedisConnectionError, match="could not connect"):
+        with pytest.raises(StoreConnectionError, match="could not connect"):
             await client.ping()
     finally:
         await client.close()
@@ -211,7 +206,7 @@ async def test_a_server_that_speaks_no_resp_fails_its_command() -> None:
     client = RedisClient("127.0.0.1", server.sockets[0].getsockname()[1], max_connections=1,
                          **BOUNDS)
     try:
-        with pytest.raises(RedisConnectionError, match="unreadable reply"):
+        with pytest.raises(StoreConnectionError, match="unreadable reply"):
             await client.get("k")
     finally:
         await client.close()

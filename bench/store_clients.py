@@ -1,0 +1,168 @@
+"""The CPU per command of the services' Redis and memcached clients against the libraries.
+
+    socialbench bench store-clients [--commands 20000] [--callers 1 --callers 8]
+
+A redis-server and a memcached are started on free ports. Each store gets the command a
+timeline read sends it, from the services' client and from the library it replaced,
+configured as the services configured it:
+
+- Redis: ``ZREVRANGE key 0 9`` of a sorted set of 100 members; redis-py's asyncio client
+  with a blocking pool (the hiredis parser, the same bounds).
+- memcached: a ``get`` of 10 keys of 270 bytes (post-storage's page of posts); aiomcache
+  with its own pool (the services added bounds to it, which cost more).
+
+Each runs from 1 caller and from concurrent callers, under uvloop. The CPU seconds of this
+process (user + system) over the run are divided by the commands; the stores' CPU is not
+counted. Results go to ``results/bench-store-clients-<time>.json``. Not a test: the numbers
+depend on the machine (the load average is printed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import uvloop
+
+from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.redis_client import RedisClient
+from socialbench.stack.servers import (
+    ServerCommand,
+    ServerProcess,
+    free_port,
+    memcached_command,
+    redis_command,
+)
+
+TIMELINE_KEY = "bench:timeline"
+TIMELINE_MEMBERS = 100
+POST_KEYS = tuple(f"bench:post:{i}".encode() for i in range(10))
+POST = b'{"post_id":"123","text":"' + b"x" * 245 + b'"}'
+TIMEOUT_S = 10.0
+POOL_SIZE = 64
+
+Command = Callable[[], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class StoreClientsBench:
+    """What to run: commands per measurement, the caller counts, warm-up commands."""
+
+    commands: int = 20_000
+    callers: tuple[int, ...] = (1, 8)
+    warmup_commands: int = 1_000
+    results_dir: Path = field(default=Path("results"))
+
+
+@dataclass(frozen=True)
+class ClientRow:
+    store: str
+    client: str
+    callers: int
+    commands: int
+    cpu_us_per_command: float
+    commands_per_s: float
+
+
+async def measure_one(store: str, client: str, command: Command, callers: int,
+                      config: StoreClientsBench) -> ClientRow:
+    """``config.commands`` commands split over ``callers`` concurrent loops."""
+    for _ in range(config.warmup_commands):
+        await command()
+    per_caller = config.commands // callers
+
+    async def caller() -> None:
+        for _ in range(per_caller):
+            await command()
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    sent = per_caller * callers
+    row = ClientRow(store, client, callers, sent, round(cpu / sent * 1e6, 2), round(sent / wall))
+    print(f"{store:9s} {client:26s} {callers:2d} callers  {row.cpu_us_per_command:7.1f} µs CPU "
+          f"per command  {row.commands_per_s:8.0f} commands/s", flush=True)
+    return row
+
+
+@asynccontextmanager
+async def redis_clients(server: ServerCommand) -> AsyncIterator[dict[str, Command]]:
+    import redis.asyncio as aioredis
+
+    ours = RedisClient(server.host, server.port, max_connections=POOL_SIZE,
+                       connect_timeout_s=TIMEOUT_S, call_timeout_s=TIMEOUT_S)
+    library = aioredis.Redis.from_pool(aioredis.BlockingConnectionPool(
+        host=server.host, port=server.port, max_connections=POOL_SIZE, timeout=TIMEOUT_S,
+        socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S))
+    try:
+        await ours.delete(TIMELINE_KEY)
+        await ours.zadd(TIMELINE_KEY, {f"{n}": n for n in range(TIMELINE_MEMBERS)})
+        yield {"redis-py (blocking pool)": lambda: library.zrevrange(TIMELINE_KEY, 0, 9),
+               "socialbench RedisClient": lambda: ours.zrevrange(TIMELINE_KEY, 0, 9)}
+    finally:
+        await ours.close()
+        await library.aclose()
+
+
+@asynccontextmanager
+async def memcached_clients(server: ServerCommand) -> AsyncIterator[dict[str, Command]]:
+    import aiomcache
+
+    ours = MemcachedClient(server.host, server.port, max_connections=POOL_SIZE,
+                           connect_timeout_s=TIMEOUT_S, call_timeout_s=TIMEOUT_S)
+    library = aiomcache.Client(server.host, server.port, pool_size=POOL_SIZE)
+    try:
+        for key in POST_KEYS:
+            await ours.set(key, POST)
+        yield {"aiomcache": lambda: library.multi_get(*POST_KEYS),
+               "socialbench MemcachedClient": lambda: ours.multi_get(*POST_KEYS)}
+    finally:
+        await ours.close()
+        await library.close()
+
+
+async def measure_all(redis: ServerCommand, memcached: ServerCommand,
+                      config: StoreClientsBench) -> list[ClientRow]:
+    rows = []
+    for store, clients_of in (("redis", redis_clients(redis)),
+                              ("memcached", memcached_clients(memcached))):
+        async with clients_of as clients:
+            for callers in config.callers:
+                for client, command in clients.items():
+                    rows.append(await measure_one(store, client, command, callers, config))
+    return rows
+
+
+def run(config: StoreClientsBench) -> Path:
+    """Start the stores, measure, print and write the rows; the file."""
+    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory() as data:
+        redis = redis_command(free_port(), Path(data) / "redis")
+        memcached = memcached_command(free_port(), memory_mb=64, threads=1)
+        servers = [ServerProcess(command, Path(data) / f"{command.name}.log")
+                   for command in (redis, memcached)]
+        try:
+            for server in servers:
+                server.wait_ready()
+            rows = uvloop.run(measure_all(redis, memcached, config))
+        finally:
+            for server in servers:
+                server.stop()
+    config.results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = config.results_dir / f"bench-store-clients-{stamp}.json"
+    path.write_text(json.dumps({
+        "commands": {"redis": f"ZREVRANGE of 10 of {TIMELINE_MEMBERS} members",
+                     "memcached": f"get of {len(POST_KEYS)} keys of {len(POST)} bytes"},
+        "pool_size": POOL_SIZE, "load_average_after": os.getloadavg(),
+        "rows": [asdict(row) for row in rows],
+    }, indent=1))
+    print(f"written {path}")
+    return path
