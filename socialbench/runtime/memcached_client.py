@@ -80,26 +80,26 @@ class MemcachedConnection(PipelinedConnection):
         return _error(line) or line
 
     def _read_values(self) -> Any:
-        """A get's values, once its whole reply is here: parsed at once, from a copy."""
-        if not self._buffer.endswith(b"\r\n"):  # a whole reply ends with END's line end
-            return INCOMPLETE
-        data = bytes(self._buffer)
-        values: dict[bytes, bytes] = {}
+        """A get's values, once its whole reply is here (until then, only its VALUE lines
+        are looked at: a value arriving in many packets is not copied for each)."""
+        buffer = self._buffer
+        found: list[tuple[bytes, int, int]] = []  # key, start and stop of its data
         position = 0
-        while (header := _VALUE_LINE.match(data, position)) is not None:
+        while (header := _VALUE_LINE.match(buffer, position)) is not None:
             start = header.end()
             stop = start + int(header[2])
-            if len(data) < stop + 2:
+            if len(buffer) < stop + 2:
                 return INCOMPLETE
-            values[header[1]] = data[start:stop]
+            found.append((header[1], start, stop))
             position = stop + 2
-        end = data.find(b"\r\n", position)
+        end = buffer.find(b"\r\n", position)
         if end < 0:
             return INCOMPLETE
-        del self._buffer[:end + 2]
-        line = data[position:end]
+        data = bytes(buffer[:end])
+        del buffer[:end + 2]
+        line = data[position:]
         if line == b"END":
-            return values
+            return {key: data[start:stop] for key, start, stop in found}
         if (error := _error(line)) is not None:
             return error
         raise StoreConnectionError(f"memcached sent {line[:80]!r} where a get's reply belongs")

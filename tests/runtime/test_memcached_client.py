@@ -130,3 +130,31 @@ async def test_a_reply_that_may_leave_the_connection_out_of_step_closes_it(
     finally:
         await client.close()
         server.close()
+
+
+async def test_a_whole_reply_is_answered_while_the_next_one_is_still_arriving() -> None:
+    release = asyncio.Event()
+
+    async def split_second_reply(reader: asyncio.StreamReader,
+                                 writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        await reader.readline()
+        writer.write(b"VALUE a 0 1\r\nA\r\nEND\r\nVALUE b 0 1\r\nB")  # a whole, b half
+        await writer.drain()
+        await release.wait()
+        writer.write(b"\r\nEND\r\n")
+        await writer.drain()
+
+    server = await asyncio.start_server(split_second_reply, "127.0.0.1", 0)
+    client = MemcachedClient("127.0.0.1", server.sockets[0].getsockname()[1],
+                             max_connections=1, **BOUNDS)
+    try:
+        get_a = asyncio.ensure_future(client.get(b"a"))
+        get_b = asyncio.ensure_future(client.get(b"b"))  # pipelined on the same connection
+        assert await asyncio.wait_for(get_a, timeout=5) == b"A"
+        assert not get_b.done()
+        release.set()
+        assert await asyncio.wait_for(get_b, timeout=5) == b"B"
+    finally:
+        await client.close()
+        server.close()

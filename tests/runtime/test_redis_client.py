@@ -19,10 +19,14 @@ BOUNDS = {"connect_timeout_s": 1.0, "call_timeout_s": 1.0}
 
 @pytest.fixture
 async def redis(redis_server: ServerCommand) -> AsyncIterator[RedisClient]:
-    client = RedisClient.from_url(f"redis://{redis_server.address}/0", max_connections=4,
-                                  **BOUNDS)
+    client = client_of(redis_server, 4)
     yield client
     await client.close()
+
+
+def client_of(server: ServerCommand, max_connections: int, db: int = 0) -> RedisClient:
+    return RedisClient.from_url(f"redis://{server.address}/{db}",
+                                max_connections=max_connections, **BOUNDS)
 
 
 def unique(name: str) -> str:
@@ -71,8 +75,7 @@ async def test_a_refusal_raises_and_leaves_the_connection_in_step(redis: RedisCl
 
 async def test_the_database_of_the_url_is_used(redis_server: ServerCommand,
                                                 redis: RedisClient) -> None:
-    other = RedisClient.from_url(f"redis://{redis_server.address}/3", max_connections=1,
-                                 **BOUNDS)
+    other = client_of(redis_server, 1, db=3)
     key = unique("k")
     try:
         await other.set(key, "in db 3")
@@ -97,8 +100,7 @@ async def test_a_script_is_sent_whole_once_redis_lacks_it(redis: RedisClient) ->
 async def test_a_burst_beyond_the_connections_is_pipelined_on_them(
     redis_server: ServerCommand,
 ) -> None:
-    client = RedisClient.from_url(f"redis://{redis_server.address}/0", max_connections=2,
-                                  **BOUNDS)
+    client = client_of(redis_server, 2)
     key = unique("counter")
     try:
         replies = await asyncio.gather(*(client.execute_command("INCR", key)
@@ -115,8 +117,7 @@ async def test_a_burst_beyond_the_connections_is_pipelined_on_them(
 async def test_a_cancelled_caller_leaves_the_next_reply_to_the_next_command(
     redis_server: ServerCommand,
 ) -> None:
-    client = RedisClient.from_url(f"redis://{redis_server.address}/0", max_connections=1,
-                                  **BOUNDS)
+    client = client_of(redis_server, 1)
     key = unique("k")
     try:
         await client.set(key, "value")
@@ -137,8 +138,7 @@ async def test_a_closed_connection_is_replaced_on_the_next_command(
 ) -> None:
     key = unique("k")
     await redis.set(key, "kept")
-    killer = RedisClient.from_url(f"redis://{redis_server.address}/0", max_connections=1,
-                                  **BOUNDS)
+    killer = client_of(redis_server, 1)
     try:
         killed = await killer.execute_command("CLIENT", "KILL", "TYPE", "normal",
                                               "SKIPME", "yes")
