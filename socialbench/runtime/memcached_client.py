@@ -3,12 +3,11 @@
 Why our own: post-storage reads a page of posts with one ``get`` of many keys on every
 timeline read, and aiomcache's cost was measured (``socialbench bench store-clients``:
 a ``get`` of 10 keys of 270 bytes, under uvloop, CPU of the client process): aiomcache
-0.8 with the bounds the services need (the pool this module replaced) spent 168-175 µs
-per ``get``, a protocol reading the replies from its buffer 30-39 µs. aiomcache's
-``multi_get`` was 28% of post-storage's CPU on timeline reads (py-spy). aiomcache also
-has no timeouts of its own, and two of its faults made a killed memcached unrecoverable
-(docs/robustness.md); here every wait is bounded as :mod:`~socialbench.runtime.pipelining`
-says.
+0.8 spent 141 µs per ``get`` from 1 caller and 84 from 8 (168-175 with the bounds the
+services had put around it), this client 78 and 44. aiomcache's ``multi_get`` was 28%
+of post-storage's CPU on timeline reads (py-spy). aiomcache also has no timeouts of its
+own, and two of its faults made a killed memcached unrecoverable (docs/robustness.md);
+here every wait is bounded as :mod:`~socialbench.runtime.pipelining` says.
 
 The commands are those the services use: ``get`` of one key or many, ``set`` and
 ``delete``, and ``version`` for health. Each is safe to send twice (a command lost with

@@ -2,10 +2,11 @@
 
 Why our own: a service's Redis commands are on its hot path, and redis-py's cost was
 measured (``socialbench bench store-clients``: a timeline read, ``ZREVRANGE`` of 10
-members, under uvloop, CPU of the client process). redis-py 8.1 with the blocking pool
-the services need: 153 µs per command from 1 caller, 143 from 8 (its plain pool, 77 µs,
-fails a burst beyond the pool instead of waiting; coredis 6.9: 177). This client: 42 and
-18 µs. redis-py was 22% of home-timeline's CPU on timeline reads (py-spy).
+members, under uvloop, CPU of the client process, three runs). redis-py 8.1 with the
+blocking pool the services need: 136-182 µs per command from 1 caller, 117-143 from 8
+(its plain pool, 77 µs, fails a burst beyond the pool instead of waiting; coredis 6.9:
+177). This client: 35-42 and 18-23 µs. redis-py was 22% of home-timeline's CPU on
+timeline reads (py-spy).
 
 Connections, bounds and errors are :mod:`~socialbench.runtime.pipelining`'s. A command
 lost with its connection is sent once more, which is safe for every command the services

@@ -1,7 +1,7 @@
 """Async clients for the three stores, created once per process at start-up.
 
 - Redis and memcached: our own clients (:mod:`~socialbench.runtime.redis_client`,
-  :mod:`~socialbench.runtime.memcached_client`: redis-py and aiomcache cost 3-8 times
+  :mod:`~socialbench.runtime.memcached_client`: redis-py and aiomcache spent 2-5 times
   their CPU per command), over pipelining connections whose every wait is bounded
   (:mod:`~socialbench.runtime.pipelining`).
 - MongoDB: PyMongo's native async client (``AsyncMongoClient``), one pool.
