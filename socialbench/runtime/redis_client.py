@@ -187,7 +187,10 @@ class RedisClient(PipelinedClient):
     async def zadd(self, key: Arg, mapping: Mapping[Any, float], *,
                    nx: bool = False) -> int:
         """Add members with their scores; ``nx``: keep members that exist as they are."""
-        return int(await self.execute_command(*zadd_command(key, mapping, nx=nx)))
+        args: list[Arg] = ["ZADD", key, "NX"] if nx else ["ZADD", key]
+        for member, score in mapping.items():
+            args += (score, member)
+        return int(await self.execute_command(*args))
 
     async def zrem(self, key: Arg, *members: Arg) -> int:
         return int(await self.execute_command("ZREM", key, *members))
@@ -207,11 +210,3 @@ class RedisClient(PipelinedClient):
     async def zcard(self, key: Arg) -> int:
         return int(await self.execute_command("ZCARD", key))
 
-
-def zadd_command(key: Arg, mapping: Mapping[Any, float], *, nx: bool = False
-                 ) -> tuple[Arg, ...]:
-    """``ZADD key [NX] score member ...`` of ``mapping`` (member: score)."""
-    args: list[Arg] = ["ZADD", key, "NX"] if nx else ["ZADD", key]
-    for member, score in mapping.items():
-        args += (score, member)
-    return tuple(args)
