@@ -1,17 +1,19 @@
-"""The CPU of one service hop, against the floor: a bare ASGI app under the same uvicorn.
+"""The CPU of one service hop, against the floor: a bare ASGI app under the same server.
 
     socialbench bench hop [--rate 300 --rate 1000] [--duration 15]
 
-Two servers are started on free ports, each one uvicorn process with the services'
-options (:data:`~socialbench.runtime.app.UVICORN_OPTIONS`): unique-id (the smallest
-service: the runtime's app, middleware and light dispatch around one id) and a bare ASGI
-app that answers the same bytes without any framework. Each gets the same calls
-(``POST /compose_unique_id``) from this process through the runtime's RPC client, at a
-fixed rate over a pool of keep-alive connections, and the server's CPU seconds (user +
-system, psutil) over the run are divided by the calls. The difference is what the
-service's framework costs per call; the bare row is what any uvicorn-served service pays
-on this machine. Results go to ``results/bench-hop-<time>.json``. Not a test: the
-numbers depend on the machine and on what else runs on it (the load average is printed).
+Three servers are started on free ports, one process each: unique-id (the smallest
+service: the runtime's app, middleware and light dispatch around one id) under the
+runtime's HTTP server (:mod:`socialbench.runtime.http_server`), a bare ASGI app that
+answers the same bytes without any framework under that server, and the same bare app
+under uvicorn (uvloop, httptools: what served the services before; the row that chose
+the runtime's server). Each gets the same calls (``POST /compose_unique_id``) from this
+process through the runtime's RPC client, at a fixed rate over a pool of keep-alive
+connections, and the server's CPU seconds (user + system, psutil) over the run are
+divided by the calls. unique-id minus bare is what the service's framework costs per
+call; bare is what any service pays on this machine. Results go to
+``results/bench-hop-<time>.json``. Not a test: the numbers depend on the machine and on
+what else runs on it (the load average is printed).
 """
 
 from __future__ import annotations
@@ -30,12 +32,21 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from starlette.types import Receive, Scope, Send
 
+from socialbench.runtime.http_server import ServerConfig, serve
 from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 
+SERVERS = ("unique-id", "bare", "uvicorn")
 METHOD = "compose_unique_id"
+# uvicorn as it served the services: uvloop, httptools, no access log or proxy headers.
+UVICORN_OPTIONS: dict[str, Any] = {
+    "loop": "uvloop", "http": "httptools", "access_log": False, "log_level": "warning",
+    "timeout_keep_alive": 120, "backlog": 4096, "proxy_headers": False,
+    "server_header": False,
+}
 BARE_ANSWER = b'{"post_id":"1"}'
 START_TIMEOUT_S = 30.0
 
@@ -59,7 +70,7 @@ class HopRow:
     server_cpu_ms_per_call: float
 
 
-async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
     """An ASGI app with no framework: reads the request, answers ``BARE_ANSWER``."""
     if scope["type"] != "http":
         return
@@ -70,24 +81,25 @@ async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": BARE_ANSWER})
 
 
-def serve_bare(port: int) -> None:
-    """Serve :func:`bare_app` on ``port`` as the services are served."""
-    import uvicorn
+def serve_bare(server: str, port: int) -> None:
+    """Serve :func:`bare_app` on ``port``: under uvicorn, or as the services are served."""
+    if server == "uvicorn":
+        import uvicorn
 
-    from socialbench.runtime.app import UVICORN_OPTIONS
-
-    uvicorn.run(bare_app, host="127.0.0.1", port=port, **UVICORN_OPTIONS)
+        uvicorn.run(bare_app, host="127.0.0.1", port=port, **UVICORN_OPTIONS)
+    else:
+        serve(lambda: bare_app, ServerConfig(port=port))
 
 
 def server_argv(server: str, port: int) -> list[str]:
-    if server == "bare":
-        return [sys.executable, "-m", "socialbench.bench.hop", str(port)]
+    if server in ("bare", "uvicorn"):
+        return [sys.executable, "-m", "socialbench.bench.hop", server, str(port)]
     return [sys.executable, "-m", "socialbench.cli", "serve", server, "--port", str(port)]
 
 
 @contextmanager
 def running(server: str, log_dir: Path) -> Iterator[tuple[psutil.Process, str]]:
-    """``server`` ("bare" or a service name) on a free port: (its process, its URL)."""
+    """``server`` (one of :data:`SERVERS`) on a free port: (its process, its URL)."""
     port = free_port()
     command = ServerCommand(server, server_argv(server, port), "127.0.0.1", port,
                             env={JWT_SECRET_ENV: secrets.token_urlsafe(32)})
@@ -126,7 +138,7 @@ async def drive(server: str, url: str, process: psutil.Process, rate: float,
                   server_cpu_ms_per_call=round(1000 * used / max(len(calls), 1), 4))
 
 
-def measure(config: HopBench, servers: tuple[str, ...] = ("bare", "unique-id")) -> list[HopRow]:
+def measure(config: HopBench, servers: tuple[str, ...] = SERVERS) -> list[HopRow]:
     """Every server at every rate, one server running at a time."""
     rows = []
     for server in servers:
@@ -154,4 +166,4 @@ def run(config: HopBench) -> Path:
 
 
 if __name__ == "__main__":
-    serve_bare(int(sys.argv[1]))
+    serve_bare(sys.argv[1], int(sys.argv[2]))

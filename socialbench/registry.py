@@ -109,7 +109,7 @@ def get(name: str) -> ServiceSpec:
 
 
 def default_workers(spec: ServiceSpec, cpus: int) -> int:
-    """uvicorn workers of ``spec`` on ``cpus`` CPUs: the cores its share of them comes to.
+    """Worker processes of ``spec`` on ``cpus`` CPUs: the cores its share of them comes to.
 
     A worker is one process, so at most one core: a service gets about as many as its
     share of the stack's CPU (``cpu_share``) of the machine needs, and at least one. On

@@ -34,26 +34,17 @@ def serve(
     service: Annotated[str, typer.Argument(help="Service name, e.g. compose-post.")],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int | None, typer.Option(help="Port (default: the registry's).")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes.")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
 ) -> None:
-    """Run one service under uvicorn (uvloop, httptools); the same image runs every service."""
-    import uvicorn
-
-    from socialbench.runtime.app import UVICORN_OPTIONS
+    """Run one service under the runtime's HTTP server; the same image runs every service."""
+    from socialbench.runtime.app import serve_service
 
     try:
-        spec = registry.get(service)
+        registry.get(service)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="SERVICE") from None
     _require_login_secret()
-    uvicorn.run(
-        f"{spec.module}:create_app",
-        factory=True,
-        host=host,
-        port=port or spec.port,
-        workers=workers,
-        **UVICORN_OPTIONS,
-    )
+    serve_service(service, host=host, port=port, workers=workers)
 
 
 def _require_login_secret() -> None:

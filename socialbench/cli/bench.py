@@ -217,7 +217,7 @@ def hop(
         min=1, metavar="SECONDS", help="Measured time at each rate.")] = HOP.duration_s,
     results_dir: ResultsDir = HOP.results_dir,
 ) -> None:
-    """One service hop's CPU per call against a bare ASGI app under the same uvicorn."""
+    """One service hop's CPU per call against a bare ASGI app, under our server and uvicorn."""
     from socialbench.bench.hop import run
 
     run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration, results_dir=results_dir))

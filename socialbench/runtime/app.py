@@ -8,7 +8,7 @@ counters), tracing when an endpoint is set, and one mapping of errors to HTTP an
 Every exception becomes an answer: the runtime's errors their status, a request that
 fails validation 400 (413 when only caps were exceeded), an unknown route or method
 404/405, and anything else 500 :class:`InternalError`, answered by
-:class:`AnswerEveryError` rather than left to Starlette, which re-raises it to uvicorn,
+:class:`AnswerEveryError` rather than left to Starlette, which re-raises it to the server,
 which then closes the keep-alive connection under nginx (its next request got 502).
 
 Internal routes (the ones other services call) are answered by the lighter dispatch of
@@ -20,6 +20,7 @@ whatever that dispatch hands on, go through FastAPI.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -49,6 +50,7 @@ from socialbench.runtime.errors import (
     StoreError,
 )
 from socialbench.runtime.faults import add_faults
+from socialbench.runtime.http_server import ServerConfig, serve
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import TOO_LARGE_ERRORS
 from socialbench.runtime.rpc import RPCClient
@@ -59,20 +61,19 @@ from socialbench.runtime.web import IncompleteArguments, text
 
 log = logging.getLogger("socialbench")
 
-# How uvicorn serves every service (``socialbench serve``), and the bare app that
-# ``socialbench bench hop`` compares a service with.
-UVICORN_OPTIONS: dict[str, Any] = {
-    "loop": "uvloop",
-    "http": "httptools",
-    "access_log": False,
-    "log_level": "warning",
-    "timeout_keep_alive": 120,
-    "backlog": 4096,
-    # No X-Forwarded-* rewriting (a middleware on every request, 0.7% of post-storage's
-    # CPU in its profile): user reads X-Forwarded-Proto itself, for the cookie.
-    "proxy_headers": False,
-    "server_header": False,
-}
+def serve_service(name: str, *, host: str, port: int | None, workers: int) -> None:
+    """Serve service ``name`` with the runtime's HTTP server, in ``workers`` processes."""
+    spec = registry.get(name)
+    create_app = importlib.import_module(spec.module).create_app
+    config = ServerConfig(
+        host=host, port=port or spec.port, workers=workers,
+        # Longer than the clients keep an idle connection (nginx's upstream keep-alive:
+        # 120 s; the RPC client's IDLE_TIMEOUT_S), so the client closes it first.
+        keep_alive_s=130.0,
+        # Twice the upload cap: media refuses a large upload itself, with its own 413.
+        max_body_bytes=2 * get_settings().upload_max_bytes,
+    )
+    serve(create_app, config)
 
 
 @dataclass
@@ -218,7 +219,7 @@ class AnswerEveryError:
     """Answer an exception no handler took with a 500 :class:`InternalError`, logged.
 
     Starlette's outermost middleware answers such an exception too, but then re-raises
-    it, and uvicorn closes the connection on one raised after the answer started.
+    it, and the server closes the connection on one raised after the answer started.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -242,7 +243,7 @@ class AnswerEveryError:
             if not started:
                 await _error_response(Request(scope), _client_gone())(scope, receive, send)
         except Exception as exc:
-            if started:  # too late to answer: uvicorn closes the connection
+            if started:  # too late to answer: the server closes the connection
                 raise
             log.exception("%s %s: unexpected error", scope.get("method"), scope.get("path"))
             error = InternalError(f"{type(exc).__name__}: {str(exc)[:200]}")

@@ -3,10 +3,11 @@
 One :class:`RPCClient` per process holds one :class:`Neighbour` per neighbour service,
 created at start-up. A :class:`Neighbour` is our own small HTTP/1.1 client: a pool of
 keep-alive connections (asyncio protocols, opened on demand up to ``pool_size``, idle
-ones reused newest first and closed after :data:`IDLE_TIMEOUT_S`, under uvicorn's
+ones reused newest first and closed after :data:`IDLE_TIMEOUT_S`, under the server's
 keep-alive), each request written in one ``write`` and its answer parsed by httptools
-(the parser uvicorn uses). It was chosen by measurement: about 45-50 µs of CPU per call,
-against 180-220 µs for aiohttp's ClientSession (and aiohttp ~6x httpx.AsyncClient).
+(the parser the services' server uses too). It was chosen by measurement: about 45-50 µs
+of CPU per call, against 180-220 µs for aiohttp's ClientSession (and aiohttp ~6x
+httpx.AsyncClient).
 
 Every call is bounded: ``connect_timeout_s`` to connect and ``timeout_s`` from asking for
 a connection to the end of the answer (:class:`NeighbourTimeout`, 504). A neighbour that
@@ -38,7 +39,7 @@ from socialbench.runtime.errors import (
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.tracing import in_traced_request, inject_context
 
-IDLE_TIMEOUT_S = 60.0  # under uvicorn's keep-alive (120 s): we close first, never race it
+IDLE_TIMEOUT_S = 60.0  # under the server's keep-alive (130 s): we close first, never race it
 CONNECT_TIMEOUT_S = 2.0
 
 

@@ -85,7 +85,7 @@ class StackConfig:
     memcached_port: int = 11222
     mongodb_port: int = 27027
     memcached_memory_mb: int = 1024
-    # uvicorn workers: those of the services named here, then default_workers of every
+    # Worker processes: those of the services named here, then default_workers of every
     # other; None: each its share of the CPUs (registry.default_workers, cpu_count).
     workers: dict[str, int] = field(default_factory=dict)
     default_workers: int | None = None
@@ -133,7 +133,7 @@ class StackConfig:
         return self if self.worker_cpus is not None else replace(self, worker_cpus=self.cpu_count)
 
     def workers_of(self, service: str) -> int:
-        """uvicorn workers of ``service``: its own count, else default_workers, else the
+        """Worker processes of ``service``: its own count, else default_workers, else the
         registry's for :attr:`cpu_count` CPUs."""
         if service in self.workers:
             return self.workers[service]
@@ -142,7 +142,7 @@ class StackConfig:
         return registry.default_workers(registry.get(service), self.cpu_count)
 
     def service_workers(self) -> dict[str, int]:
-        """uvicorn workers of every service, by name (registry order)."""
+        """Worker processes of every service, by name (registry order)."""
         return {spec.name: self.workers_of(spec.name) for spec in registry.SERVICES}
 
     @property
@@ -488,7 +488,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 kill_group(process.pid, signal.SIGKILL)
                 process.wait()
-            # uvicorn workers and nginx workers share the group; make sure none is left.
+            # service workers and nginx workers share the group; make sure none is left.
             kill_group(process.pid, signal.SIGKILL)
         self.status = "stopped"
         self._save()

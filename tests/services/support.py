@@ -1,27 +1,25 @@
 """Helpers for service tests: run the app under test in-process, fake its neighbours.
 
 The runtime's RPC client (socialbench.runtime.rpc) speaks real HTTP, so a fake neighbour
-listens on a port: a small FastAPI app served by uvicorn in the test's own event loop, so
-its handlers can share state with the test.
+listens on a port: a small FastAPI app served by the runtime's HTTP server in the test's
+own event loop, so its handlers can share state with the test.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from httpx import ASGITransport, AsyncClient
 from pymongo import AsyncMongoClient
 
 from socialbench import registry
+from socialbench.runtime.http_server import HttpServer, ServerConfig, bind
 from socialbench.runtime.settings import get_settings
 
 
@@ -46,25 +44,17 @@ def unique_name(prefix: str) -> str:
 
 @asynccontextmanager
 async def serve_fake(app: FastAPI) -> AsyncIterator[str]:
-    """Serve ``app`` on a free local port for the block; yields its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    """Serve ``app`` (its lifespan the caller's) on a free local port for the block; yields
+    its base URL."""
+    config = ServerConfig(port=0, lifespan=False, shutdown_timeout_s=1.0)
+    sock = bind(config)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    )
-    # uvicorn must not take over the test process's signal handlers.
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    task = asyncio.create_task(server.serve(sockets=[sock]))
+    server = HttpServer(app, config, asyncio.get_running_loop())
+    await server.start(sock)
     try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.005)
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = server.force_exit = True
-        await task
+        await server.shutdown()
         sock.close()
 
 
@@ -111,7 +101,7 @@ class Connection:
 
 @asynccontextmanager
 async def connection_to(app: FastAPI) -> AsyncIterator[Connection]:
-    """``app`` started and served by uvicorn; one connection to it."""
+    """``app`` started and served by the runtime's HTTP server; one connection to it."""
     async with app.router.lifespan_context(app), serve_fake(app) as url:
         host, port = url.removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))

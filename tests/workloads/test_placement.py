@@ -25,7 +25,7 @@ from tests.workloads.conftest import CapacityServer
 
 two_cpus = pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPUs to split")
 
-# A process with a second thread and a child: what a service with uvicorn workers is like.
+# A process with a second thread and a child: what a service with workers is like.
 TREE = """\
 import subprocess, sys, threading, time
 threading.Thread(target=time.sleep, args=(60,), daemon=True).start()

@@ -1,7 +1,7 @@
 """What limited a step's throughput, named from the CPU each process of the stack used.
 
 Three answers, in this order: one component at or near all the cores it can use (a
-service's uvicorn workers are one core each, Redis one core), naming it and its worker
+service's worker processes are one core each, Redis one core), naming it and its worker
 count and suggesting the obvious next run; else every CPU of the machine busy (the
 stack and the driver together); else neither, and the latency comes from waiting
 (stores, locks, queues), not from CPU.
@@ -57,7 +57,7 @@ class Bottleneck:
 
 def usable_cores(name: str, kind: str, cpus: int, workers: dict[str, int]) -> float:
     """How many cores a component of the local stack can keep busy; ``workers``: each
-    service's uvicorn workers (1 where not known)."""
+    service's worker processes (1 where not known)."""
     if kind == "service":
         return float(min(workers.get(name, 1), cpus))
     return float(min(SINGLE_THREADED.get(name, cpus), cpus))

@@ -92,7 +92,7 @@ class StackRecord(Strict):
     """How the local stack that was measured was configured (its processes and tracing)."""
 
     workers: dict[str, int] = Field(
-        description="uvicorn workers of every service, by name (in bundles before worker "
+        description="worker processes of every service, by name (in bundles before worker "
                     "counts came from the CPU count: only the services given their own).")
     default_workers: int | None = Field(
         default=None, description="Workers of every service not in workers, when given "
@@ -116,7 +116,7 @@ class StackRecord(Strict):
                     "appendfsync, the MongoDB-wire server's journal settings, memcached none.")
 
     def service_workers(self) -> dict[str, int]:
-        """uvicorn workers of every service, older bundles' default filled in."""
+        """Worker processes of every service, older bundles' default filled in."""
         default = self.default_workers or 1
         return {spec.name: self.workers.get(spec.name, default) for spec in registry.SERVICES}
 

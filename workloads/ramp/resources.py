@@ -1,7 +1,7 @@
 """Where the CPU went: CPU time and peak memory of every process of the local stack.
 
 A :class:`ResourceSampler` is given the stack's processes (each component's leading
-pid; it follows all their children: uvicorn workers, nginx workers), takes their
+pid; it follows all their children: service workers, nginx workers), takes their
 CPU times at the start and end of a measurement and samples their resident memory
 each second in between.
 """
