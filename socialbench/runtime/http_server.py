@@ -552,7 +552,7 @@ class HttpServer:
                     connection.close()
 
     async def _lifespan(self, phase: str) -> None:
-        """Run the app's lifespan ``phase``; exit the process if it fails."""
+        """Run the app's lifespan ``phase``; :class:`LifespanFailed` if it fails."""
         if phase == "startup":
             scope = {"type": "lifespan", "asgi": _ASGI, "state": self.lifespan_state}
             self._lifespan_task = self.loop.create_task(self._run_lifespan(scope))
