@@ -435,7 +435,10 @@ class HttpConnection(asyncio.Protocol):
 
     def _start(self, exchange: _Exchange) -> None:
         self.current = exchange
-        self.loop.create_task(exchange.run(self.server.app))
+        # The loop keeps only a weak reference to a task: the server holds it till done.
+        task = self.loop.create_task(exchange.run(self.server.app))
+        self.server.tasks.add(task)
+        task.add_done_callback(self.server.tasks.discard)
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer ``status`` after the requests before this one, then close."""
@@ -477,6 +480,7 @@ class HttpServer:
         self.loop = loop
         self.clock = _Clock()
         self.connections: set[HttpConnection] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         self.lifespan_state: dict[str, Any] = {}
         self.stopping = False
         self._stopped = asyncio.Event()
