@@ -103,6 +103,7 @@ def demo(
             step_duration_s=load.duration_s, warmup_s=load.warmup_s,
             slas=(Sla.parse(sla),), max_steps=max_steps,
             pause_s=parse_duration(QUICK["pause"]),
+            settle_max_s=parse_duration(QUICK["settle_max"]),
         )
         job = RampJob(
             config=ramp_config, label=f"demo-{WORKLOAD}", results_dir=results_dir,

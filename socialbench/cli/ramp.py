@@ -38,8 +38,8 @@ from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook
 from socialbench.workloads.ramp.job import RampJob, execute
 from socialbench.workloads.ramp.live import print_headline
 
-QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s"}
-FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s"}
+QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
+FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
 SETUP_ERRORS = (StackError, SeedError, ServerNotInstalled)
 
 
@@ -103,6 +103,12 @@ def ramp(
     quick: Annotated[bool, typer.Option(
         "--quick", help="Short steps (10 s, 3 s warm-up): demos, CI.")] = False,
     pause: Annotated[str | None, typer.Option(help="Idle time between steps.")] = None,
+    settle_cores: Annotated[float, typer.Option(
+        min=0.0, help="Before each step, wait until the target's processes use less CPU "
+        "than this, in cores: a failed step leaves work queued in them (0: no wait).")]
+    = default("settle_cores"),
+    settle_max: Annotated[str | None, typer.Option(
+        help="Wait at most this long for that (default 2m, 30s with --quick).")] = None,
     fresh: Annotated[bool, typer.Option(
         "--fresh",
         help="Before each repeat: restart the local stack with empty stores and seed it.")]
@@ -189,6 +195,8 @@ def ramp(
             max_steps=max_steps, refine=refine, resolution_rps=resolution,
             confirm_duration_s=duration(confirm_duration) if confirm_duration else None,
             repeat=repeat, pause_s=duration(pause or profile["pause"]),
+            settle_cores=settle_cores,
+            settle_max_s=duration(settle_max or profile["settle_max"], "--settle-max"),
         )
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -117,6 +117,8 @@ def test_the_csv_matches_the_json(refined_ramp: RampReport) -> None:
             ("error_ratio", step["error_ratio"]),
             ("stack_cpu_seconds", step["resources"]["stack_cpu_seconds"]),
             ("joules_per_request", step["energy"]["joules_per_request"]),
+            ("settle_s", step["settle"]["waited_s"]),
+            ("settle_busy_cores", step["settle"]["first_busy_cores"]),
         ]:
             assert float(row[column]) == pytest.approx(value), column
         assert int(row["requests"]) == step["requests"]

@@ -24,6 +24,8 @@ from socialbench.workloads.driver import Errors, LoadResult
 from socialbench.workloads.driver.verdict import Contention
 from socialbench.workloads.ramp.engine import (
     Phase,
+    Ramp,
+    RampObserver,
     RampOutcome,
     RampRun,
     Sla,
@@ -32,6 +34,7 @@ from socialbench.workloads.ramp.engine import (
     judge_step,
 )
 from socialbench.workloads.ramp.job import RampReport
+from socialbench.workloads.ramp.resources import ResourceSampler
 from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
 
 
@@ -252,6 +255,81 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path: Path) -> None:
                                      "--results-dir", str(tmp_path)])
         assert result.exit_code == 2, (options, result.output)
     assert not list(tmp_path.iterdir())
+
+
+class BusyTarget(ResourceSampler):
+    """A target whose CPU, probe after probe, is ``readings`` (then its last reading)."""
+
+    def __init__(self, readings: list[float]) -> None:
+        super().__init__({})
+        self.readings = readings
+
+    def busy_cores(self, window_s: float) -> float:
+        time.sleep(window_s)
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+class Notes(RampObserver):
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+def test_a_step_waits_until_the_backlog_of_the_last_is_worked_off(
+    capacity_server: CapacityServer,
+) -> None:
+    readings = [1.6, 0.9, 0.1]  # a core and a half busy, then less, then idle
+    notes = Notes()
+    config = small_ramp(capacity_server.url, max_rate=120, settle_cores=0.25)
+
+    outcome = Ramp(config, sampler=lambda: (BusyTarget(readings), ""), observers=[notes]).run()
+
+    (step,) = only_run_of(outcome).steps
+    assert step.passed
+    assert step.settle is not None and step.settle.idle
+    assert (step.settle.first_busy_cores, step.settle.busy_cores) == (1.6, 0.1)
+    assert step.settle.waited_s >= 1.4  # three probes of 0.5 s
+    assert notes.notes == ["waited 1.5 s for the target to go idle: it was still working off "
+                           "the last step (1.60 cores busy)"]
+
+
+def test_a_target_that_stays_busy_is_waited_for_no_longer_than_the_bound(
+    capacity_server: CapacityServer, tmp_path: Path
+) -> None:
+    notes = Notes()
+    config = small_ramp(capacity_server.url, max_rate=120, settle_max_s=1.0)
+
+    outcome = Ramp(config, sampler=lambda: (BusyTarget([0.7]), ""), observers=[notes]).run()
+
+    (step,) = only_run_of(outcome).steps
+    assert step.result.completed > 0  # it ran anyway
+    assert step.settle is not None and not step.settle.idle
+    assert step.settle.busy_cores == 0.7 and 1.0 <= step.settle.waited_s < 2.5
+    assert len(notes.notes) == 1 and "still used 0.70 cores after 1 s" in notes.notes[0]
+    assert "the step starts on its backlog" in notes.notes[0]
+
+
+def test_no_wait_without_the_targets_processes_or_with_settle_cores_0(
+    capacity_server: CapacityServer,
+) -> None:
+    probed: list[BusyTarget] = []
+
+    def sampler() -> tuple[ResourceSampler | None, str]:
+        probed.append(BusyTarget([2.0]))
+        return probed[-1], ""
+
+    config = small_ramp(capacity_server.url, max_rate=120, settle_cores=0)
+    (step,) = only_run_of(Ramp(config, sampler=sampler).run()).steps
+    assert step.settle is None
+    (step,) = only_run_of(Ramp(config.model_copy(update={"settle_cores": 0.25})).run()).steps
+    assert step.settle is None  # no sampler: nothing to wait for
+
+
+def only_run_of(outcome: RampOutcome) -> RampRun:
+    (run,) = outcome.runs
+    return run
 
 
 def test_repeats_give_the_best_the_median_and_the_variation(refined_ramp: RampReport) -> None:

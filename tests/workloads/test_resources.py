@@ -34,3 +34,18 @@ def test_cpu_and_peak_memory_of_a_process_tree_are_measured() -> None:
     assert usage["idle"].cpu_seconds < 0.2
     assert usage["busy"].peak_rss_bytes > 64 << 20
     assert sampler.total_cpu_seconds == usage["busy"].cpu_seconds + usage["idle"].cpu_seconds
+
+
+def test_busy_cores_is_the_cpu_a_process_tree_uses_now() -> None:
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_PARENT_AND_CHILD])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)
+        busy_cores = ResourceSampler({"busy": ("service", busy.pid)}).busy_cores(0.5)
+        idle_cores = ResourceSampler({"idle": ("store", idle.pid)}).busy_cores(0.5)
+    finally:
+        busy.kill()
+        idle.kill()
+    # One process spinning (its child sleeps): at most a core, however busy the machine.
+    assert busy_cores < 1.3
+    assert idle_cores < 0.05 and busy_cores > max(0.05, 5 * idle_cores)

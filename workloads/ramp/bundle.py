@@ -163,6 +163,18 @@ class ResourceRecord(Strict):
     cpu_ms_per_request: float | None = Field(description="Stack CPU / responses in the span.")
 
 
+class SettleRecord(Strict):
+    """The wait before a step until the target's processes were idle (the ramp's
+    settle_cores): a failed step leaves work queued in them that outlives its requests."""
+
+    waited_s: float
+    first_busy_cores: float = Field(description="The target's CPU, in cores, when the wait "
+                                                "began: what the last step left behind.")
+    busy_cores: float = Field(description="... and when the step started.")
+    idle: bool = Field(description="False: still busy after settle_max_s, and the step "
+                                   "started on its backlog.")
+
+
 class EnergyRecord(Strict):
     available: bool
     source: str = Field(description="rapl, power-cmd or unavailable.")
@@ -278,6 +290,9 @@ class StepRecord(Strict):
                                   "step's traces (ramp --trace-ratio); None untraced.")
     histogram_log: str
     raw_result: str
+    settle: SettleRecord | None = Field(
+        default=None, description="The wait for an idle target before the step; None: not "
+                                  "waited for (its processes unseen, or settle_cores 0).")
 
 
 class Answer(Strict):
@@ -439,6 +454,10 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
         ),
         histogram_log=f"{HISTOGRAMS}/{step.name}.hlog",
         raw_result=f"{RAW}/{step.name}.json",
+        settle=SettleRecord(waited_s=step.settle.waited_s,
+                            first_busy_cores=step.settle.first_busy_cores,
+                            busy_cores=step.settle.busy_cores, idle=step.settle.idle)
+        if step.settle else None,
     )
 
 
@@ -526,7 +545,7 @@ CSV_COLUMNS = (
     "driver_verdict", "driver_cpu_max", "driver_host_busy", "driver_host_steal",
     "send_lag_share_of_sla",
     "stack_cpu_seconds", "cpu_ms_per_request", "energy_joules", "joules_per_request",
-    "driver_cpu_seconds", "histogram_log",
+    "driver_cpu_seconds", "histogram_log", "settle_s", "settle_busy_cores",
 )
 
 
@@ -560,6 +579,8 @@ def csv_row(record: StepRecord) -> dict[str, Any]:
         "joules_per_request": record.energy.joules_per_request,
         "driver_cpu_seconds": record.driver_cpu_seconds,
         "histogram_log": record.histogram_log,
+        "settle_s": record.settle.waited_s if record.settle else None,
+        "settle_busy_cores": record.settle.first_busy_cores if record.settle else None,
     }
     row.update({f"p{key}_ms": record.latency_ms[key] for key in LATENCY_KEYS})
     return {key: "" if row[key] is None else row[key] for key in CSV_COLUMNS}

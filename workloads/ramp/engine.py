@@ -19,6 +19,12 @@ confirmed by one longer run (latency under load is not monotonic in the rate; ML
 server scenario does the same); if that run fails, the next lower passing rate is tried.
 ``repeat`` runs the whole ramp again (after ``reset``, e.g. a fresh, re-seeded stack) and
 the repeats' answers give the best, the median and the coefficient of variation.
+
+Each step starts on an idle target. A failed step leaves work queued in the target
+that outlives the driver's requests (its services go on with requests whose clients
+timed out), and a step started on that backlog measures it, not its own rate: so before
+a step the ramp waits (``settle_max_s`` at most) until the target's processes use under
+``settle_cores`` of CPU, when it can see them, and records the wait with the step.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from socialbench.workloads.ramp.resources import ComponentUsage, ResourceSampler
 
 DEFAULT_SLA = "p99=2s"
 STARTUP_S = 1.0  # starting the driver's processes, for time-left estimates
+SETTLE_PROBE_S = 0.5  # the window over which the target's CPU is measured before a step
 MAX_CONFIRM_ATTEMPTS = 3
 
 _SLA_PATTERN = re.compile(
@@ -140,6 +147,12 @@ class RampConfig(BaseModel):
     confirm_duration_s: float | None = Field(default=None, gt=0, description="Default: 2 steps.")
     repeat: int = Field(default=1, ge=1)
     pause_s: float = Field(default=2.0, ge=0, description="Idle between steps (the target drains).")
+    settle_cores: float = Field(
+        default=0.25, ge=0, description="Before each step, wait until the target's processes "
+                                        "use less CPU than this, in cores (0: do not wait).")
+    settle_max_s: float = Field(
+        default=120.0, ge=0, description="Wait at most this long; then the step starts anyway "
+                                         "(recorded with it).")
 
     @property
     def resolution(self) -> float:
@@ -259,6 +272,16 @@ class Usage:
         return sum(c.cpu_seconds for c in self.components)
 
 
+@dataclass(frozen=True)
+class Settle:
+    """The wait before a step for the target to go idle."""
+
+    waited_s: float
+    busy_cores: float  # the target's CPU in the last window before the step started
+    first_busy_cores: float  # ... and in the first (what the last step left behind)
+    idle: bool  # False: still busy at settle_max_s, and the step started anyway
+
+
 @dataclass
 class StepRun:
     """One step: what the driver measured, the target's resources and energy, the verdict."""
@@ -274,6 +297,7 @@ class StepRun:
     span_s: float  # wall time the resources and energy were measured over
     responses_in_span: int  # every response in that time, warm-up included
     slas: tuple[Sla, ...] = ()  # what it was judged against
+    settle: Settle | None = None  # None: not waited for (no process list, or settle_cores 0)
 
     @property
     def rate(self) -> float:
@@ -517,6 +541,7 @@ class Ramp:
         self._runs_started += 1
         if run.steps and config.pause_s:
             time.sleep(config.pause_s)
+        settle = self._settle()
         plan = StepPlan(run.repeat, config.repeat, len(run.steps) + 1, phase, load, runs_left)
         for observer in self.observers:
             observer.step_started(plan)
@@ -548,11 +573,40 @@ class Ramp:
             span_s=span_s,
             responses_in_span=sum(second.completed for second in result.timeline),
             slas=config.slas,
+            settle=settle,
         )
         run.steps.append(step)
         for observer in self.observers:
             observer.step_finished(step)
         return step
+
+    def _settle(self) -> Settle | None:
+        """Wait until the target's processes use under ``settle_cores`` of CPU (at most
+        ``settle_max_s``); None when they cannot be seen."""
+        config = self.config
+        if not config.settle_cores:
+            return None
+        probe, _ = self.sampler()
+        if probe is None:
+            return None
+        started = time.perf_counter()
+        first = busy = probe.busy_cores(SETTLE_PROBE_S)
+        while busy >= config.settle_cores and time.perf_counter() - started < config.settle_max_s:
+            busy = probe.busy_cores(SETTLE_PROBE_S)
+        waited = time.perf_counter() - started
+        settle = Settle(waited, busy, first, idle=busy < config.settle_cores)
+        if not settle.idle:
+            message = (f"[yellow]the target still used {busy:.2f} cores after "
+                       f"{config.settle_max_s:g} s of waiting for it to go idle (under "
+                       f"{config.settle_cores:g}): the step starts on its backlog[/]")
+        elif first >= config.settle_cores:
+            message = (f"waited {waited:.1f} s for the target to go idle: it was still "
+                       f"working off the last step ({first:.2f} cores busy)")
+        else:
+            return settle
+        for observer in self.observers:
+            observer.note(message)
+        return settle
 
     def _on_second(self, stats: SecondStats) -> None:
         for observer in self.observers:

@@ -9,6 +9,7 @@ each second in between.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -110,6 +111,18 @@ class ResourceSampler:
             )
             for name, (kind, _) in self.components.items()
         ]
+
+    def busy_cores(self, window_s: float) -> float:
+        """The CPU the processes use now, in cores: their CPU time over ``window_s``."""
+        self._refresh()
+        before, started = self._total_cpu(), time.perf_counter()
+        time.sleep(window_s)
+        self._refresh()
+        after, elapsed = self._total_cpu(), time.perf_counter() - started
+        return max(0.0, after - before) / elapsed
+
+    def _total_cpu(self) -> float:
+        return sum(self._cpu_of(name) for name in self.components)
 
     @property
     def total_cpu_seconds(self) -> float:
