@@ -27,7 +27,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, Field
-from pymongo.errors import DuplicateKeyError, PyMongoError
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.responses import Response
@@ -42,7 +41,8 @@ from socialbench.runtime.errors import (
     StoreError,
 )
 from socialbench.runtime.models import MAX_ITEMS, Media, Name, check_media_lists
-from socialbench.runtime.stores import insert_many, insert_one, once_more_if_dropped
+from socialbench.runtime.mongodb_client import DuplicateKeyError
+from socialbench.runtime.pipelining import StoreClientError
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 CHUNK_BYTES = 1 << 20
@@ -136,14 +136,14 @@ class MediaService:
         media_id = await self._claim_id(chunks[0], media_type, len(chunks))
         if len(chunks) > 1:
             try:
-                await insert_many(self.files, [{"media_id": media_id, "chunk": n, "data": chunk}
-                                               for n, chunk in enumerate(chunks) if n > 0])
-                await once_more_if_dropped(lambda: self.files.update_one(
-                    {"media_id": media_id, "chunk": 0}, {"$set": {"complete": True}}))
+                await self.files.insert_many([{"media_id": media_id, "chunk": n, "data": chunk}
+                                              for n, chunk in enumerate(chunks) if n > 0])
+                await self.files.update_one(
+                    {"media_id": media_id, "chunk": 0}, {"$set": {"complete": True}})
             except BaseException:
                 # The id is ours (its head claimed it): drop the partial file. If even that
                 # fails, the leftovers are never served (their head is not complete).
-                with contextlib.suppress(PyMongoError):
+                with contextlib.suppress(StoreClientError):
                     await self.files.delete_many({"media_id": media_id})
                 raise
         return media_id
@@ -157,7 +157,7 @@ class MediaService:
                 "chunks": chunk_count, "complete": chunk_count == 1,
             }
             try:
-                await insert_one(self.files, document)
+                await self.files.insert_one(document)
             except DuplicateKeyError:
                 continue
             return media_id

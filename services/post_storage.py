@@ -14,14 +14,13 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, Field
-from pymongo.errors import DuplicateKeyError
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
 from socialbench.runtime.jsonio import json_bytes
 from socialbench.runtime.models import MAX_READ_IDS, Id, Post
-from socialbench.runtime.stores import insert_one, once_more_if_dropped
+from socialbench.runtime.mongodb_client import DuplicateKeyError
 
 
 def _cache_key(post_id: int) -> bytes:
@@ -53,14 +52,14 @@ class PostStorageService:
         fields = post.model_dump(mode="json")
         cached = orjson.dumps(fields)
         try:
-            await insert_one(self.posts, {**fields, "post_id": post_id})
+            await self.posts.insert_one({**fields, "post_id": post_id})
         except DuplicateKeyError:
             raise Conflict(f"post {post_id} is already stored") from None
         await self.cache.set(_cache_key(post_id), cached)
 
     async def delete_post(self, post_id: int) -> None:
         """Delete a post, if stored: MongoDB first, then memcached (so a miss finds nothing)."""
-        await once_more_if_dropped(lambda: self.posts.delete_one({"post_id": post_id}))
+        await self.posts.delete_one({"post_id": post_id})
         await self.cache.delete(_cache_key(post_id))
 
     async def read_post_json(self, post_id: int) -> bytes:

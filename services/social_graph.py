@@ -23,15 +23,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel
-from pymongo.errors import DuplicateKeyError
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import Id, now_ms
+from socialbench.runtime.mongodb_client import DuplicateKeyError
 from socialbench.runtime.singleflight import SingleFlight
-from socialbench.runtime.stores import flag_fresh_cache, insert_one, once_more_if_dropped
+from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.web import (
     IncompleteArguments,
     failure_prefix,
@@ -77,7 +77,7 @@ class SocialGraphService:
         edge = {"_id": _edge_id(user_id, followee_id), "follower_id": user_id,
                 "followee_id": followee_id, "timestamp": now}
         with contextlib.suppress(DuplicateKeyError):  # the edge exists: keep it as it is
-            await insert_one(self.edges, edge)
+            await self.edges.insert_one(edge)
         await self.redis.pipeline(
             ("ZADD", f"{user_id}:followees", "NX", now, followee_id),
             ("ZADD", f"{followee_id}:followers", "NX", now, user_id),
@@ -86,7 +86,7 @@ class SocialGraphService:
     async def unfollow(self, user_id: int, followee_id: int) -> None:
         """``user_id`` no longer follows ``followee_id`` (a no-op if it did not)."""
         edge_id = _edge_id(user_id, followee_id)
-        await once_more_if_dropped(lambda: self.edges.delete_one({"_id": edge_id}))
+        await self.edges.delete_one({"_id": edge_id})
         await self.redis.pipeline(
             ("ZREM", f"{user_id}:followees", followee_id),
             ("ZREM", f"{followee_id}:followers", user_id),

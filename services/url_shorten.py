@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, Field
-from pymongo.errors import BulkWriteError
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NotFound, StoreError
 from socialbench.runtime.models import MAX_ITEMS, Text, Url, UrlsAnswer
-from socialbench.runtime.stores import DUPLICATE_KEY, once_more_if_dropped
+from socialbench.runtime.mongodb_client import DuplicateKeyError
 from socialbench.runtime.web import failure_prefix, form_args, require
 
 SHORT_URL_PREFIX = "http://short-url/"
@@ -62,14 +61,9 @@ class UrlShortenService:
         """Insert ``pairs[i]`` for ``i`` in ``indexes``; the indexes whose short url was taken."""
         documents = [pairs[i].model_dump() for i in indexes]
         try:
-            # Sent again after a dropped connection: what the first try stored is then
-            # "taken", redrawn, and left unused.
-            await once_more_if_dropped(lambda: self.urls.insert_many(documents, ordered=False))
-        except BulkWriteError as exc:
-            errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
-            if any(error.get("code") != DUPLICATE_KEY for error in errors) or not errors:
-                raise
-            return [indexes[error["index"]] for error in errors]
+            await self.urls.insert_many(documents)
+        except DuplicateKeyError as exc:
+            return [indexes[position] for position in exc.indexes]
         return []
 
     async def expand(self, shortened_urls: list[str]) -> list[Url]:

@@ -27,7 +27,6 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel
-from pymongo.errors import DuplicateKeyError
 from starlette.responses import RedirectResponse, Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
@@ -40,12 +39,8 @@ from socialbench.runtime.errors import (
     Unauthorized,
 )
 from socialbench.runtime.models import Creator, Id
-from socialbench.runtime.stores import (
-    STORE_ERRORS,
-    insert_one,
-    memcached_key,
-    user_id_cache_key,
-)
+from socialbench.runtime.mongodb_client import DuplicateKeyError
+from socialbench.runtime.stores import STORE_ERRORS, memcached_key, user_id_cache_key
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
 
 log = logging.getLogger(__name__)
@@ -106,7 +101,7 @@ class UserService:
         for _ in range(1 if user_id is not None else MAX_ID_ATTEMPTS):
             candidate = user_id if user_id is not None else new_user_id()
             try:
-                await insert_one(self.users, {"user_id": candidate, **profile})
+                await self.users.insert_one({"user_id": candidate, **profile})
             except DuplicateKeyError:
                 if await self._username_taken(username):
                     raise Conflict(f"Username {username} already existed") from None

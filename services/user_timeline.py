@@ -29,7 +29,7 @@ from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.jsonio import JSONResponse, json_bytes
 from socialbench.runtime.models import Id, Timestamp
 from socialbench.runtime.singleflight import SingleFlight
-from socialbench.runtime.stores import flag_fresh_cache, insert_one, once_more_if_dropped
+from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.timelines import (
     ReadRequest,
     check_timeline_page,
@@ -58,15 +58,13 @@ class UserTimelineService:
 
     async def write(self, user_id: int, post_id: int, timestamp: int) -> None:
         """Add a post to the user's timeline: MongoDB first, then Redis."""
-        await insert_one(
-            self.entries, {"user_id": user_id, "post_id": post_id, "timestamp": timestamp}
-        )
+        await self.entries.insert_one(
+            {"user_id": user_id, "post_id": post_id, "timestamp": timestamp})
         await self.redis.zadd(str(user_id), {str(post_id): timestamp})
 
     async def remove(self, user_id: int, post_id: int) -> None:
         """Remove a post from the user's timeline, if there: MongoDB first, then Redis."""
-        await once_more_if_dropped(
-            lambda: self.entries.delete_many({"user_id": user_id, "post_id": post_id}))
+        await self.entries.delete_many({"user_id": user_id, "post_id": post_id})
         await self.redis.zrem(str(user_id), str(post_id))
 
     async def read(self, user_id: int, start: int, stop: int) -> bytes:

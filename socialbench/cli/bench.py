@@ -232,7 +232,7 @@ def store_clients(
         f"{', '.join(map(str, STORE_CLIENTS.callers))}).")] = None,
     results_dir: ResultsDir = STORE_CLIENTS.results_dir,
 ) -> None:
-    """The services' Redis and memcached clients' CPU per command against the libraries'."""
+    """The services' store clients' CPU per command against the libraries they replaced."""
     from socialbench.bench.store_clients import run
 
     run(StoreClientsBench(commands=commands, callers=tuple(callers or STORE_CLIENTS.callers),

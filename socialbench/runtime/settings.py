@@ -43,18 +43,15 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int | None = None
 
-    mongodb_url: str = "mongodb://127.0.0.1:27017"
+    mongodb_url: str = "mongodb://127.0.0.1:27017"  # mongodb://host[:port]: one server
     mongodb_pool_size: int = 32
     redis_url: str = "redis://127.0.0.1:6379/0"
-    # Redis and memcached: connections at most, each pipelining (runtime/pipelining.py).
+    # Connections at most, each pipelining (runtime/pipelining.py).
     redis_pool_size: int = 64
     memcached_address: str = "127.0.0.1:11211"
     memcached_pool_size: int = 32
-    # How long a request waits for a free MongoDB connection before a StoreError.
-    store_wait_timeout_s: float = 10.0
     # Bounds on a store that is down or stuck, so a dead part answers 503s fast: to
-    # connect (and, for MongoDB, to find a server: the driver's default is 30 s), and
-    # for one command's answer.
+    # connect, and for one command's answer.
     store_connect_timeout_s: float = 2.0
     store_call_timeout_s: float = 10.0
 

@@ -8,20 +8,21 @@ costs one context lookup and makes no span. Span names are ``<store> <operation>
 the OpenTelemetry database attributes.
 
 - Redis: every command goes through ``execute_command``; a pipeline is one span.
-- MongoDB: PyMongo's command monitoring, which runs in the calling task.
+- MongoDB: every command goes through ``command``; its span is named by the command and
+  its collection (``mongodb insert post``).
 - memcached: ``get``, ``multi_get``, ``set`` and ``delete``, the calls the services
   make; ``version`` (health) goes untraced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
-from pymongo import monitoring
+from opentelemetry.trace import SpanKind, Tracer
 
 from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.mongodb_client import Document, MongoClient
 from socialbench.runtime.redis_client import Arg, Command, RedisClient
 from socialbench.runtime.tracing import in_traced_request
 
@@ -63,36 +64,27 @@ def _operation(name: Arg) -> str:
     return (name.decode() if isinstance(name, bytes) else str(name)).upper()
 
 
-class MongoSpans(monitoring.CommandListener):
-    """A span from each MongoDB command's start to its success or failure."""
+class TracedMongoClient(MongoClient):
+    """A MongoDB client whose commands are spans in traced requests."""
 
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
+        super().__init__(*args, **options)
         self.tracer = tracer
-        self._open: dict[tuple[int, Any], Span] = {}
 
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
+    async def command(self, database: str, command: Mapping[str, Any]) -> Document:
         if not in_traced_request():
-            return
-        target = event.command.get(event.command_name)
-        collection = target if isinstance(target, str) else None
-        name = f"mongodb {event.command_name}" + (f" {collection}" if collection else "")
-        attributes: dict[str, Any] = {**MONGODB, "db.operation.name": event.command_name,
-                                      "db.namespace": event.database_name}
-        if collection:
-            attributes["db.collection.name"] = collection
-        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
-        self._open[(event.request_id, event.connection_id)] = span
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        span = self._open.pop((event.request_id, event.connection_id), None)
-        if span is not None:
-            span.end()
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        span = self._open.pop((event.request_id, event.connection_id), None)
-        if span is not None:
-            span.set_status(StatusCode.ERROR, str(event.failure.get("errmsg", event.failure)))
-            span.end()
+            return await super().command(database, command)
+        operation = next(iter(command))
+        target = command[operation]
+        attributes: dict[str, Any] = {**MONGODB, "db.operation.name": operation,
+                                      "db.namespace": database}
+        name = f"mongodb {operation}"
+        if isinstance(target, str):
+            attributes["db.collection.name"] = target
+            name += f" {target}"
+        with self.tracer.start_as_current_span(name, kind=SpanKind.CLIENT,
+                                               attributes=attributes):
+            return await super().command(database, command)
 
 
 class TracedMemcachedClient(MemcachedClient):

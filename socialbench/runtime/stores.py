@@ -1,50 +1,40 @@
 """Async clients for the three stores, created once per process at start-up.
 
-- Redis and memcached: our own clients (:mod:`~socialbench.runtime.redis_client`,
-  :mod:`~socialbench.runtime.memcached_client`: redis-py and aiomcache spent 2-5 times
-  their CPU per command), over pipelining connections whose every wait is bounded
-  (:mod:`~socialbench.runtime.pipelining`).
-- MongoDB: PyMongo's native async client (``AsyncMongoClient``), one pool.
+Our own clients, over pipelining connections whose every wait is bounded
+(:mod:`~socialbench.runtime.pipelining`): Redis (:mod:`~socialbench.runtime.redis_client`),
+memcached (:mod:`~socialbench.runtime.memcached_client`) and MongoDB
+(:mod:`~socialbench.runtime.mongodb_client`). redis-py, aiomcache and PyMongo spent 2-10
+times their CPU per command.
 
-Library errors of all three are turned into :class:`~socialbench.runtime.errors.StoreError`
-by the app factory's exception handlers, so the happy path pays nothing for the mapping.
-With a tracer, the clients are :mod:`~socialbench.runtime.store_spans`' (spans of store
-calls in traced requests).
+Their errors (:class:`~socialbench.runtime.pipelining.StoreClientError`) are turned into
+:class:`~socialbench.runtime.errors.StoreError` by the app factory's exception handlers,
+so the happy path pays nothing for the mapping. With a tracer, the clients are
+:mod:`~socialbench.runtime.store_spans`' (spans of store calls in traced requests).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from opentelemetry.trace import Tracer
-from pymongo import AsyncMongoClient
-from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import (
-    AutoReconnect,
-    BulkWriteError,
-    DuplicateKeyError,
-    NetworkTimeout,
-    PyMongoError,
-    ServerSelectionTimeoutError,
-)
 
 from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
 from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.mongodb_client import Collection, MongoClient
 from socialbench.runtime.pipelining import StoreClientError
 from socialbench.runtime.redis_client import RedisClient
 from socialbench.runtime.settings import Settings
-from socialbench.runtime.store_spans import MongoSpans, TracedMemcachedClient, TracedRedisClient
+from socialbench.runtime.store_spans import (
+    TracedMemcachedClient,
+    TracedMongoClient,
+    TracedRedisClient,
+)
 
-T = TypeVar("T")
-
-DUPLICATE_KEY = 11000  # MongoDB's error code of a unique index's duplicate
-
-STORE_ERRORS: tuple[type[Exception], ...] = (StoreClientError, PyMongoError)
+STORE_ERRORS: tuple[type[Exception], ...] = (StoreClientError,)
 
 # What the services cache under a key: 1-250 bytes, no whitespace or control characters,
 # C1 controls (U+0080-U+009F) included.
@@ -68,7 +58,7 @@ def user_id_cache_key(username: str) -> bytes | None:
 class Stores:
     """The store clients one service uses; the ones it does not use stay ``None``."""
 
-    mongodb: AsyncMongoClient[dict[str, Any]] | None = None
+    mongodb: MongoClient | None = None
     redis: RedisClient | None = None
     memcached: MemcachedClient | None = None
 
@@ -79,15 +69,14 @@ class Stores:
         """Create the clients of the stores in ``needed`` (connections open lazily)."""
         stores = cls()
         if Store.MONGODB in needed:
-            stores.mongodb = AsyncMongoClient(
-                settings.mongodb_url,
-                maxPoolSize=settings.mongodb_pool_size,
-                waitQueueTimeoutMS=int(settings.store_wait_timeout_s * 1000),
-                serverSelectionTimeoutMS=int(settings.store_connect_timeout_s * 1000),
-                connectTimeoutMS=int(settings.store_connect_timeout_s * 1000),
-                socketTimeoutMS=int(settings.store_call_timeout_s * 1000),
-                tz_aware=False,
-                event_listeners=[MongoSpans(tracer)] if tracer else [],
+            mongodb_options: dict[str, Any] = {
+                "max_connections": settings.mongodb_pool_size,
+                "connect_timeout_s": settings.store_connect_timeout_s,
+                "call_timeout_s": settings.store_call_timeout_s,
+            }
+            stores.mongodb = (
+                TracedMongoClient.from_url(settings.mongodb_url, tracer=tracer, **mongodb_options)
+                if tracer else MongoClient.from_url(settings.mongodb_url, **mongodb_options)
             )
         if Store.REDIS in needed:
             redis_options: dict[str, Any] = {
@@ -116,7 +105,7 @@ class Stores:
         """``ok`` or the error, for each store this service uses."""
         checks: dict[str, Any] = {}
         if self.mongodb is not None:
-            checks["mongodb"] = self.mongodb.admin.command("ping")
+            checks["mongodb"] = self.mongodb.ping()
         if self.redis is not None:
             checks["redis"] = self.redis.ping()
         if self.memcached is not None:
@@ -137,7 +126,7 @@ class Stores:
         if self.memcached is not None:
             await self.memcached.close()
 
-    def require_mongodb(self) -> AsyncMongoClient[dict[str, Any]]:
+    def require_mongodb(self) -> MongoClient:
         if self.mongodb is None:
             raise StoreError("this service was not configured with MongoDB")
         return self.mongodb
@@ -153,9 +142,7 @@ class Stores:
         return self.memcached
 
 
-async def flag_fresh_cache(
-    redis: RedisClient, collection: AsyncCollection[dict[str, Any]], flag: str
-) -> None:
+async def flag_fresh_cache(redis: RedisClient, collection: Collection, flag: str) -> None:
     """Set the key ``flag`` in Redis if ``collection`` is empty (called at start-up).
 
     For services that write MongoDB then Redis: while the flag exists, Redis has seen
@@ -167,70 +154,3 @@ async def flag_fresh_cache(
     if await collection.find_one({}, {"_id": 1}) is None:
         await redis.set(flag, b"1", nx=True)
 
-
-def _connection_was_dropped(exc: AutoReconnect) -> bool:
-    """A pooled connection the server had closed (it restarted), not a server that does
-    not answer: a timeout or no server found is not worth a second wait."""
-    return not isinstance(exc, (NetworkTimeout, ServerSelectionTimeoutError))
-
-
-async def insert_one(collection: AsyncCollection[dict[str, Any]],
-                     document: dict[str, Any]) -> None:
-    """``collection.insert_one(document)``, once more after a dropped connection.
-
-    pymongo retries no write on a standalone server (retryable writes need a replica
-    set), so after the MongoDB server restarted, the first write on each pooled
-    connection failed. The second try sends the same ``_id`` (pymongo set it in
-    ``document`` the first time): a duplicate of it means the first try had landed,
-    which is a success; any other duplicate key is the caller's, raised as usual.
-    """
-    await once_more_if_dropped(lambda: collection.insert_one(document),
-                               again=lambda: insert_again(collection, document))
-
-
-async def insert_again(collection: AsyncCollection[dict[str, Any]],
-                       document: dict[str, Any]) -> None:
-    """The second try of :func:`insert_one`: a duplicate of ``document``'s own ``_id``
-    is the first try, landed."""
-    try:
-        await collection.insert_one(document)
-    except DuplicateKeyError:
-        if await collection.find_one({"_id": document["_id"]}, {"_id": 1}) is None:
-            raise
-
-
-async def insert_many(collection: AsyncCollection[dict[str, Any]],
-                      documents: list[dict[str, Any]]) -> None:
-    """``collection.insert_many(documents)``, once more after a dropped connection, as
-    :func:`insert_one`: the first try may have stored some of them."""
-    await once_more_if_dropped(lambda: collection.insert_many(documents),
-                               again=lambda: insert_many_again(collection, documents))
-
-
-async def insert_many_again(collection: AsyncCollection[dict[str, Any]],
-                            documents: list[dict[str, Any]]) -> None:
-    """The second try of :func:`insert_many`: a duplicate whose own ``_id`` (set by the
-    first try) is stored is the first try's, landed; any other duplicate is raised."""
-    try:
-        await collection.insert_many(documents, ordered=False)
-    except BulkWriteError as exc:
-        errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
-        if not errors or any(error.get("code") != DUPLICATE_KEY for error in errors):
-            raise
-        ids = {documents[error["index"]]["_id"] for error in errors}
-        cursor = collection.find({"_id": {"$in": list(ids)}}, {"_id": 1})
-        if {document["_id"] async for document in cursor} != ids:
-            raise
-
-
-async def once_more_if_dropped(write: Callable[[], Awaitable[T]],
-                               again: Callable[[], Awaitable[T]] | None = None) -> T:
-    """``write()``, and after a dropped connection ``again()`` (default: ``write()``) on a
-    new one: for writes safe to repeat (deletes; inserts whose duplicates the caller takes
-    as taken keys), or whose second try tells a landed first one apart."""
-    try:
-        return await write()
-    except AutoReconnect as exc:
-        if not _connection_was_dropped(exc):
-            raise
-        return await (again or write)()

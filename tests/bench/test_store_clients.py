@@ -14,11 +14,17 @@ def test_every_client_is_measured_at_each_caller_count(tmp_path: Path) -> None:
 
     rows = json.loads(run(config).read_text())["rows"]
 
-    assert [(row["store"], row["client"], row["callers"]) for row in rows] == [
-        ("redis", "redis-py (blocking pool)", 1), ("redis", "socialbench RedisClient", 1),
-        ("redis", "redis-py (blocking pool)", 4), ("redis", "socialbench RedisClient", 4),
-        ("memcached", "aiomcache", 1), ("memcached", "socialbench MemcachedClient", 1),
-        ("memcached", "aiomcache", 4), ("memcached", "socialbench MemcachedClient", 4),
+    redis, memcached = "redis-py (blocking pool)", "aiomcache"
+    ours, pymongo = "socialbench MongoClient", "PyMongo AsyncMongoClient"
+    assert [(row["store"], row["command"], row["client"], row["callers"]) for row in rows] == [
+        ("redis", "zrevrange", redis, 1), ("redis", "zrevrange", "socialbench RedisClient", 1),
+        ("redis", "zrevrange", redis, 4), ("redis", "zrevrange", "socialbench RedisClient", 4),
+        ("memcached", "get", memcached, 1), ("memcached", "get", "socialbench MemcachedClient", 1),
+        ("memcached", "get", memcached, 4), ("memcached", "get", "socialbench MemcachedClient", 4),
+        ("mongodb", "insert", pymongo, 1), ("mongodb", "insert", ours, 1),
+        ("mongodb", "insert", pymongo, 4), ("mongodb", "insert", ours, 4),
+        ("mongodb", "find", pymongo, 1), ("mongodb", "find", ours, 1),
+        ("mongodb", "find", pymongo, 4), ("mongodb", "find", ours, 4),
     ]
     for row in rows:
         assert row["commands"] == 300, row

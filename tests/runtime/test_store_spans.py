@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
-from pymongo.errors import OperationFailure
 
 from socialbench.registry import Store
+from socialbench.runtime.mongodb_client import MongoCommandError
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.stores import Stores
 from socialbench.stack.servers import ServerCommand
@@ -98,9 +98,9 @@ async def test_store_calls_outside_a_traced_request_make_no_spans(
 async def test_a_failed_command_is_an_error_span(
     stores: Stores, tracer: Tracer, exporter: InMemorySpanExporter
 ) -> None:
-    database = stores.require_mongodb()["socialbench_test"]
-    with tracer.start_as_current_span("request"), pytest.raises(OperationFailure):
-        await database.command("no_such_command")
+    mongodb = stores.require_mongodb()
+    with tracer.start_as_current_span("request"), pytest.raises(MongoCommandError):
+        await mongodb.command("socialbench_test", {"no_such_command": 1})
     failed = [s for s in exporter.get_finished_spans() if s.name == "mongodb no_such_command"]
     assert len(failed) == 1
     assert failed[0].status.status_code is StatusCode.ERROR

@@ -169,7 +169,7 @@ async def test_the_flag_is_set_only_on_an_empty_collection(
     await collection.insert_one({"user_id": 1})
     await flag_fresh_cache(redis, collection, flag)
     assert not await redis.exists(flag)
-    await collection.drop()
+    await collection.delete_many({})
 
 
 async def test_an_empty_timeline_is_empty_and_asks_no_posts(

@@ -1,0 +1,337 @@
+"""The services' MongoDB client: OP_MSG commands over pipelining connections.
+
+Why our own: three MongoDB writes are on every compose's path (url-shorten, post-storage,
+user-timeline), and PyMongo's cost was measured (``socialbench bench store-clients``: an
+``insert`` of a post under a unique index, and a ``find`` of one post by it, on FerretDB,
+under uvloop, CPU of the client process, 1 caller and 8; load average 0.9). PyMongo
+4.20's ``AsyncMongoClient`` spent 811 and 591 µs per insert, 1,063 and 556 per find
+(sessions, server selection, a pool checkout, command monitoring: about 340 Python calls
+a command); this client 239 and 161, 178 and 150.
+
+What it has are the commands the services use, in PyMongo's shape, so that a service
+reads as it did: ``client[db][collection]`` with :meth:`~Collection.insert_one`,
+:meth:`~Collection.insert_many` (unordered), :meth:`~Collection.find_one`,
+:meth:`~Collection.find` (``.sort()``, ``.limit()``, then ``.to_list()`` or
+``async for``), :meth:`~Collection.update_one`, :meth:`~Collection.delete_one`,
+:meth:`~Collection.delete_many`, :meth:`~Collection.count_documents` and
+:meth:`~Collection.create_index`; :meth:`MongoClient.ping` for health. Documents are
+BSON, encoded and decoded by PyMongo's ``bson`` (C).
+
+A MongoDB server (``mongod``, FerretDB) reads a connection's next message once it has
+answered the last, so replies come in order and a connection pipelines; connections,
+bounds and the one retry of a command lost with its connection are
+:mod:`~socialbench.runtime.pipelining`'s. Sending twice is safe for what the services
+send: reads, deletes, ``$set`` updates, and inserts, whose ``_id`` is chosen here before
+the first try: a duplicate of a document's own fresh ``_id`` is that first try, landed
+(checked by reading it back), not the caller's duplicate.
+
+URLs are ``mongodb://host[:port][/database]``: no credentials, TLS or replica sets (the
+stack's servers have none).
+
+Errors, below pipelining's::
+
+    StoreReplyError
+    └── MongoCommandError     the server refused a command: its code and message
+        └── DuplicateKeyError a write hit a unique index (``indexes``: which documents)
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+import bson
+from bson import ObjectId
+from bson.errors import BSONError
+
+from socialbench.runtime.pipelining import (
+    INCOMPLETE,
+    PipelinedClient,
+    PipelinedConnection,
+    StoreConnectionError,
+    StoreReplyError,
+)
+
+Document = dict[str, Any]
+IndexKeys = str | Sequence[tuple[str, int]]
+
+OP_MSG = 2013
+DUPLICATE_KEY = 11000  # a unique index's duplicate
+_HEADER = struct.Struct("<iiiiI")  # length, request id, response to, op code, flag bits
+_HEADER_AND_KIND = _HEADER.size + 1
+_CHECKSUM_PRESENT = 1
+_MAX_MESSAGE = 48 * 1024 * 1024  # a server's maxMessageSizeBytes
+_BATCH_SIZE = 10_000  # documents a find asks for at once (each batch is also <= 16 MiB)
+
+
+class MongoCommandError(StoreReplyError):
+    """The server refused a command (``ok: 0``, or a write error)."""
+
+    def __init__(self, message: str, code: int | None = None,
+                 details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details: Mapping[str, Any] = details or {}
+
+
+class DuplicateKeyError(MongoCommandError):
+    """A write hit a unique index; ``indexes``: the positions of the documents that did."""
+
+    def __init__(self, message: str, indexes: Sequence[int] = (0,),
+                 details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message, DUPLICATE_KEY, details)
+        self.indexes = list(indexes)
+
+
+def encode_message(request_id: int, command: Mapping[str, Any]) -> bytes:
+    """``command`` as one OP_MSG: its header, no flags, one body section."""
+    body = bson.encode(command)
+    return _HEADER.pack(_HEADER_AND_KIND + len(body), request_id, 0, OP_MSG, 0) + b"\x00" + body
+
+
+def check_reply(reply: Document) -> Document:
+    """``reply``, if the command succeeded; else :class:`MongoCommandError`."""
+    if reply.get("ok") != 1:
+        code = reply.get("code")
+        message = str(reply.get("errmsg", reply))
+        if code == DUPLICATE_KEY:
+            raise DuplicateKeyError(message, details=reply)
+        raise MongoCommandError(message, code, reply)
+    return reply
+
+
+def check_write(reply: Document) -> Document:
+    """``reply`` of a write, if every document was written; else its first error."""
+    reply = check_reply(reply)
+    errors: list[Document] = reply.get("writeErrors") or []
+    if errors:
+        if all(error.get("code") == DUPLICATE_KEY for error in errors):
+            raise DuplicateKeyError(str(errors[0].get("errmsg")),
+                                    [int(error["index"]) for error in errors], reply)
+        first = next(error for error in errors if error.get("code") != DUPLICATE_KEY)
+        raise MongoCommandError(str(first.get("errmsg")), first.get("code"), reply)
+    concern = reply.get("writeConcernError")
+    if concern:
+        raise MongoCommandError(str(concern.get("errmsg")), concern.get("code"), reply)
+    return reply
+
+
+class MongoConnection(PipelinedConnection):
+    """A connection that reads OP_MSG replies, each one BSON document."""
+
+    store = "MongoDB"
+
+    def __init__(self, client: PipelinedClient) -> None:
+        super().__init__(client)
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def read_reply(self, expect: Any) -> Any:
+        buffer = self._buffer
+        if len(buffer) < _HEADER_AND_KIND:
+            return INCOMPLETE
+        length, _, _, op_code, flags = _HEADER.unpack_from(buffer)
+        if op_code != OP_MSG or not _HEADER_AND_KIND < length <= _MAX_MESSAGE:
+            raise StoreConnectionError(
+                f"MongoDB sent no OP_MSG reply (op code {op_code}, {length} bytes)")
+        if len(buffer) < length:
+            return INCOMPLETE
+        end = length - 4 if flags & _CHECKSUM_PRESENT else length
+        if buffer[_HEADER.size] != 0:
+            raise StoreConnectionError("MongoDB's reply does not begin with its body")
+        try:
+            reply = bson.decode(bytes(buffer[_HEADER_AND_KIND:end]))
+        except BSONError as exc:
+            raise StoreConnectionError(f"MongoDB sent an unreadable reply: {exc}") from None
+        finally:
+            del buffer[:length]
+        return reply
+
+    def has_unread(self) -> bool:
+        return bool(self._buffer)
+
+
+class MongoClient(PipelinedClient):
+    """Commands to one MongoDB server over up to ``max_connections`` pipelining connections."""
+
+    connection_class = MongoConnection
+
+    def __init__(self, host: str, port: int, **options: Any) -> None:
+        super().__init__(host, port, **options)
+        self._request_ids = itertools.count(1)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """A client of ``mongodb://host[:port][/database]``."""
+        parts = urlsplit(url)
+        if parts.scheme != "mongodb" or not parts.hostname or "," in parts.netloc:
+            raise ValueError(f"not a mongodb://host[:port] URL of one server: {url!r}")
+        if parts.username or parts.password or parts.query:
+            raise ValueError(f"{url!r}: the services' MongoDB client takes no credentials or "
+                             "options (mongodb://host[:port] only)")
+        return cls(parts.hostname, parts.port or 27017, **options)
+
+    def __getitem__(self, name: str) -> Database:
+        return Database(self, name)
+
+    async def command(self, database: str, command: Mapping[str, Any]) -> Document:
+        """The reply to ``command`` (its name the first key) run in ``database``; a
+        refusal raises :class:`MongoCommandError`."""
+        payload = encode_message(next(self._request_ids), {**command, "$db": database})
+        return check_reply(await self.send(payload, None))
+
+    async def ping(self) -> bool:
+        return bool((await self.command("admin", {"ping": 1})).get("ok") == 1)
+
+
+class Database:
+    """A database of a :class:`MongoClient`: ``database[collection]``."""
+
+    def __init__(self, client: MongoClient, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def __getitem__(self, name: str) -> Collection:
+        return Collection(self, name)
+
+
+class Collection:
+    """One collection's commands, as PyMongo's ``AsyncCollection`` names them."""
+
+    def __init__(self, database: Database, name: str) -> None:
+        self.client = database.client
+        self.database = database
+        self.name = name
+
+    async def command(self, command: Mapping[str, Any]) -> Document:
+        return await self.client.command(self.database.name, command)
+
+    async def insert_one(self, document: Mapping[str, Any]) -> None:
+        """Insert ``document`` (an ``_id`` is given it if it has none)."""
+        await self.insert_many([document])
+
+    async def insert_many(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``documents``, unordered: each is tried, and the duplicates raise one
+        :class:`DuplicateKeyError` naming them after the others are stored."""
+        if not documents:
+            return
+        fresh_ids: dict[int, ObjectId] = {}
+        stored: list[Mapping[str, Any]] = []
+        for position, document in enumerate(documents):
+            if "_id" not in document:
+                fresh_ids[position] = ObjectId()
+                document = {"_id": fresh_ids[position], **document}
+            stored.append(document)
+        try:
+            check_write(await self.command(
+                {"insert": self.name, "documents": stored, "ordered": False}))
+        except DuplicateKeyError as exc:
+            await self._keep_real_duplicates(exc, fresh_ids)
+
+    async def _keep_real_duplicates(self, error: DuplicateKeyError,
+                                    fresh_ids: dict[int, ObjectId]) -> None:
+        """Raise ``error`` for the duplicates that are not a first try's own documents
+        (its ``_id``, fresh from here, found stored), if any are left."""
+        ours = {position: fresh_ids[position] for position in error.indexes
+                if position in fresh_ids}
+        landed: set[Any] = set()
+        if ours:
+            found = await self.find({"_id": {"$in": list(ours.values())}}, {"_id": 1}).to_list()
+            landed = {document["_id"] for document in found}
+        duplicates = [position for position in error.indexes
+                      if position not in ours or ours[position] not in landed]
+        if duplicates:
+            raise DuplicateKeyError(str(error), duplicates, error.details)
+
+    def find(self, filter: Mapping[str, Any],
+             projection: Mapping[str, Any] | None = None) -> Cursor:
+        """The documents that match ``filter``: a :class:`Cursor` to sort and limit."""
+        return Cursor(self, filter, projection)
+
+    async def find_one(self, filter: Mapping[str, Any],
+                       projection: Mapping[str, Any] | None = None) -> Document | None:
+        """The first document that matches ``filter``, or ``None``."""
+        documents = await self.find(filter, projection).limit(1).to_list()
+        return documents[0] if documents else None
+
+    async def count_documents(self, filter: Mapping[str, Any]) -> int:
+        """How many documents match ``filter``."""
+        return int((await self.command({"count": self.name, "query": filter}))["n"])
+
+    async def update_one(self, filter: Mapping[str, Any], update: Mapping[str, Any], *,
+                         upsert: bool = False) -> int:
+        """Apply ``update`` to the first document that matches; how many matched."""
+        reply = check_write(await self.command({"update": self.name, "updates": [
+            {"q": filter, "u": update, "multi": False, "upsert": upsert}]}))
+        return int(reply.get("n", 0))
+
+    async def delete_one(self, filter: Mapping[str, Any]) -> int:
+        """Delete the first document that matches; how many were deleted."""
+        return await self._delete(filter, limit=1)
+
+    async def delete_many(self, filter: Mapping[str, Any]) -> int:
+        """Delete every document that matches; how many were deleted."""
+        return await self._delete(filter, limit=0)
+
+    async def _delete(self, filter: Mapping[str, Any], *, limit: int) -> int:
+        reply = check_write(await self.command(
+            {"delete": self.name, "deletes": [{"q": filter, "limit": limit}]}))
+        return int(reply.get("n", 0))
+
+    async def create_index(self, keys: IndexKeys, *, unique: bool = False) -> str:
+        """Create an index (nothing if it exists); its name, as MongoDB names it."""
+        fields = [(keys, 1)] if isinstance(keys, str) else list(keys)
+        name = "_".join(f"{field}_{direction}" for field, direction in fields)
+        index: Document = {"key": dict(fields), "name": name}
+        if unique:
+            index["unique"] = True
+        await self.command({"createIndexes": self.name, "indexes": [index]})
+        return name
+
+
+class Cursor:
+    """A ``find``: ``sort`` and ``limit`` it, then read it with ``to_list`` or ``async for``
+    (every batch is read first: the services read small results whole)."""
+
+    def __init__(self, collection: Collection, filter: Mapping[str, Any],
+                 projection: Mapping[str, Any] | None) -> None:
+        self.collection = collection
+        self.command: Document = {"find": collection.name, "filter": filter}
+        if projection is not None:
+            self.command["projection"] = projection
+
+    def sort(self, field: str, direction: int = 1) -> Self:
+        self.command.setdefault("sort", {})[field] = direction
+        return self
+
+    def limit(self, count: int) -> Self:
+        if count:
+            self.command["limit"] = count
+        return self
+
+    async def to_list(self) -> list[Document]:
+        """Every document, in the server's order (the sort's, if sorted)."""
+        limit = self.command.get("limit", 0)
+        command = {**self.command, "batchSize": min(limit, _BATCH_SIZE) if limit else _BATCH_SIZE}
+        if limit == 1:
+            command["singleBatch"] = True
+        cursor = (await self.collection.command(command))["cursor"]
+        documents: list[Document] = list(cursor["firstBatch"])
+        while cursor["id"] and (not limit or len(documents) < limit):
+            cursor = (await self.collection.command({
+                "getMore": cursor["id"], "collection": self.collection.name,
+                "batchSize": _BATCH_SIZE}))["cursor"]
+            documents += cursor["nextBatch"]
+        if cursor["id"]:
+            await self.collection.command(
+                {"killCursors": self.collection.name, "cursors": [cursor["id"]]})
+        return documents
+
+    async def __aiter__(self) -> AsyncIterator[Document]:
+        for document in await self.to_list():
+            yield document
