@@ -105,7 +105,7 @@ def ramp(
     pause: Annotated[str | None, typer.Option(help="Idle time between steps.")] = None,
     settle_cores: Annotated[float, typer.Option(
         min=0.0, help="Before each step, wait until the target's processes use less CPU "
-        "than this, in cores: a failed step leaves work queued in them (0: no wait).")]
+        "than this, in cores: a failed step can leave work queued in them (0: no wait).")]
     = default("settle_cores"),
     settle_max: Annotated[str | None, typer.Option(
         help="Wait at most this long for that (default 2m, 30s with --quick).")] = None,

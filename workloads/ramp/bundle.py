@@ -165,7 +165,7 @@ class ResourceRecord(Strict):
 
 class SettleRecord(Strict):
     """The wait before a step until the target's processes were idle (the ramp's
-    settle_cores): a failed step leaves work queued in them that outlives its requests."""
+    settle_cores): a failed step can leave work queued in them that outlives its requests."""
 
     waited_s: float
     first_busy_cores: float = Field(description="The target's CPU, in cores, when the wait "

@@ -20,11 +20,11 @@ server scenario does the same); if that run fails, the next lower passing rate i
 ``repeat`` runs the whole ramp again (after ``reset``, e.g. a fresh, re-seeded stack) and
 the repeats' answers give the best, the median and the coefficient of variation.
 
-Each step starts on an idle target. A failed step leaves work queued in the target
+Each step starts on an idle target. A failed step can leave work queued in the target
 that outlives the driver's requests (its services go on with requests whose clients
-timed out), and a step started on that backlog measures it, not its own rate: so before
-a step the ramp waits (``settle_max_s`` at most) until the target's processes use under
-``settle_cores`` of CPU, when it can see them, and records the wait with the step.
+timed out), and a step started on that backlog would measure it, not its own rate: so
+before a step the ramp waits (``settle_max_s`` at most) until the target's processes use
+under ``settle_cores`` of CPU, when it can see them, and records the wait with the step.
 """
 
 from __future__ import annotations
