@@ -3,8 +3,8 @@
 Our own clients, over pipelining connections whose every wait is bounded
 (:mod:`~socialbench.runtime.pipelining`): Redis (:mod:`~socialbench.runtime.redis_client`),
 memcached (:mod:`~socialbench.runtime.memcached_client`) and MongoDB
-(:mod:`~socialbench.runtime.mongodb_client`). redis-py, aiomcache and PyMongo spent 2-10
-times their CPU per command.
+(:mod:`~socialbench.runtime.mongodb_client`). redis-py, aiomcache and PyMongo spent 1.5-6
+times their CPU per command (``socialbench bench store-clients``).
 
 Their errors (:class:`~socialbench.runtime.pipelining.StoreClientError`) are turned into
 :class:`~socialbench.runtime.errors.StoreError` by the app factory's exception handlers,

@@ -263,6 +263,10 @@ class BusyTarget(ResourceSampler):
     def __init__(self, readings: list[float]) -> None:
         super().__init__({})
         self.readings = readings
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def busy_cores(self, window_s: float) -> float:
         time.sleep(window_s)
@@ -282,9 +286,15 @@ def test_a_step_waits_until_the_backlog_of_the_last_is_worked_off(
 ) -> None:
     readings = [1.6, 0.9, 0.1]  # a core and a half busy, then less, then idle
     notes = Notes()
+    probes: list[BusyTarget] = []
+
+    def sampler() -> tuple[ResourceSampler | None, str]:
+        probes.append(BusyTarget(readings))
+        return probes[-1], ""
+
     config = small_ramp(capacity_server.url, max_rate=120, settle_cores=0.25)
 
-    outcome = Ramp(config, sampler=lambda: (BusyTarget(readings), ""), observers=[notes]).run()
+    outcome = Ramp(config, sampler=sampler, observers=[notes]).run()
 
     (step,) = only_run_of(outcome).steps
     assert step.passed
@@ -293,6 +303,7 @@ def test_a_step_waits_until_the_backlog_of_the_last_is_worked_off(
     assert step.settle.waited_s >= 1.4  # three probes of 0.5 s
     assert notes.notes == ["waited 1.5 s for the target to go idle: it was still working off "
                            "the last step (1.60 cores busy)"]
+    assert len(probes) == 2 and all(probe.closed for probe in probes)  # the wait's, the step's
 
 
 def test_a_target_that_stays_busy_is_waited_for_no_longer_than_the_bound(

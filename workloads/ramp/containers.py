@@ -100,8 +100,7 @@ class ContainerSampler(ResourceSampler):
     def _count_of(self, name: str) -> int:
         return self._stats.get(name, EMPTY).processes
 
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
+    def close(self) -> None:
         self._pool.shutdown(wait=False)
 
 

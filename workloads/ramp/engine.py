@@ -590,9 +590,13 @@ class Ramp:
         if probe is None:
             return None
         started = time.perf_counter()
-        first = busy = probe.busy_cores(SETTLE_PROBE_S)
-        while busy >= config.settle_cores and time.perf_counter() - started < config.settle_max_s:
-            busy = probe.busy_cores(SETTLE_PROBE_S)
+        try:
+            first = busy = probe.busy_cores(SETTLE_PROBE_S)
+            while (busy >= config.settle_cores
+                   and time.perf_counter() - started < config.settle_max_s):
+                busy = probe.busy_cores(SETTLE_PROBE_S)
+        finally:
+            probe.close()
         waited = time.perf_counter() - started
         settle = Settle(waited, busy, first, idle=busy < config.settle_cores)
         if not settle.idle:

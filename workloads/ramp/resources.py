@@ -111,6 +111,7 @@ class ResourceSampler:
             )
             for name, (kind, _) in self.components.items()
         ]
+        self.close()
 
     def busy_cores(self, window_s: float) -> float:
         """The CPU the processes use now, in cores: their CPU time over ``window_s``."""
@@ -123,6 +124,9 @@ class ResourceSampler:
 
     def _total_cpu(self) -> float:
         return sum(self._cpu_of(name) for name in self.components)
+
+    def close(self) -> None:
+        """Let go of what reading the processes holds (nothing here; a subclass may)."""
 
     @property
     def total_cpu_seconds(self) -> float:
