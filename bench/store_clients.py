@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -57,6 +58,8 @@ POST_DOCUMENT = {"creator": {"user_id": 5, "username": "username_5"}, "req_id": 
                  "timestamp": 1_700_000_000_000, "post_type": 0}
 TIMEOUT_S = 10.0
 POOL_SIZE = 64
+OUR_BOUNDS: dict[str, Any] = {"max_connections": POOL_SIZE, "connect_timeout_s": TIMEOUT_S,
+                               "call_timeout_s": TIMEOUT_S}
 
 Command = Callable[[], Awaitable[object]]
 
@@ -109,8 +112,7 @@ async def measure_one(store: str, name: str, client: str, command: Command, call
 async def redis_clients(server: ServerCommand) -> AsyncIterator[dict[tuple[str, str], Command]]:
     import redis.asyncio as aioredis
 
-    ours = RedisClient(server.host, server.port, max_connections=POOL_SIZE,
-                       connect_timeout_s=TIMEOUT_S, call_timeout_s=TIMEOUT_S)
+    ours = RedisClient(server.host, server.port, **OUR_BOUNDS)
     library = aioredis.Redis.from_pool(aioredis.BlockingConnectionPool(
         host=server.host, port=server.port, max_connections=POOL_SIZE, timeout=TIMEOUT_S,
         socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S))
@@ -132,8 +134,7 @@ async def memcached_clients(
 ) -> AsyncIterator[dict[tuple[str, str], Command]]:
     import aiomcache
 
-    ours = MemcachedClient(server.host, server.port, max_connections=POOL_SIZE,
-                           connect_timeout_s=TIMEOUT_S, call_timeout_s=TIMEOUT_S)
+    ours = MemcachedClient(server.host, server.port, **OUR_BOUNDS)
     library = aiomcache.Client(server.host, server.port, pool_size=POOL_SIZE)
     try:
         for key in POST_KEYS:
@@ -151,8 +152,7 @@ async def mongodb_clients(
 ) -> AsyncIterator[dict[tuple[str, str], Command]]:
     from pymongo import AsyncMongoClient
 
-    ours = MongoClient(server.host, server.port, max_connections=POOL_SIZE,
-                       connect_timeout_s=TIMEOUT_S, call_timeout_s=TIMEOUT_S)
+    ours = MongoClient(server.host, server.port, **OUR_BOUNDS)
     library: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
         f"mongodb://{server.address}", maxPoolSize=POOL_SIZE,
         waitQueueTimeoutMS=int(TIMEOUT_S * 1000), serverSelectionTimeoutMS=int(TIMEOUT_S * 1000),

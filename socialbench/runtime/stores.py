@@ -41,6 +41,12 @@ STORE_ERRORS: tuple[type[Exception], ...] = (StoreClientError,)
 _MEMCACHED_KEY = re.compile(r"[^\s\x00-\x20\x7f-\x9f]{1,250}")
 
 
+def _client_options(settings: Settings, pool_size: int) -> dict[str, Any]:
+    """A store client's connections at most and its bounds."""
+    return {"max_connections": pool_size, "connect_timeout_s": settings.store_connect_timeout_s,
+            "call_timeout_s": settings.store_call_timeout_s}
+
+
 def memcached_key(key: str) -> bytes | None:
     """``key`` encoded for memcached, or ``None`` when memcached cannot hold such a key."""
     if _MEMCACHED_KEY.fullmatch(key) is None:
@@ -69,35 +75,23 @@ class Stores:
         """Create the clients of the stores in ``needed`` (connections open lazily)."""
         stores = cls()
         if Store.MONGODB in needed:
-            mongodb_options: dict[str, Any] = {
-                "max_connections": settings.mongodb_pool_size,
-                "connect_timeout_s": settings.store_connect_timeout_s,
-                "call_timeout_s": settings.store_call_timeout_s,
-            }
+            options = _client_options(settings, settings.mongodb_pool_size)
             stores.mongodb = (
-                TracedMongoClient.from_url(settings.mongodb_url, tracer=tracer, **mongodb_options)
-                if tracer else MongoClient.from_url(settings.mongodb_url, **mongodb_options)
+                TracedMongoClient.from_url(settings.mongodb_url, tracer=tracer, **options)
+                if tracer else MongoClient.from_url(settings.mongodb_url, **options)
             )
         if Store.REDIS in needed:
-            redis_options: dict[str, Any] = {
-                "max_connections": settings.redis_pool_size,
-                "connect_timeout_s": settings.store_connect_timeout_s,
-                "call_timeout_s": settings.store_call_timeout_s,
-            }
+            options = _client_options(settings, settings.redis_pool_size)
             stores.redis = (
-                TracedRedisClient.from_url(settings.redis_url, tracer=tracer, **redis_options)
-                if tracer else RedisClient.from_url(settings.redis_url, **redis_options)
+                TracedRedisClient.from_url(settings.redis_url, tracer=tracer, **options)
+                if tracer else RedisClient.from_url(settings.redis_url, **options)
             )
         if Store.MEMCACHED in needed:
             host, port = settings.memcached_host_port
-            memcached_options: dict[str, Any] = {
-                "max_connections": settings.memcached_pool_size,
-                "connect_timeout_s": settings.store_connect_timeout_s,
-                "call_timeout_s": settings.store_call_timeout_s,
-            }
+            options = _client_options(settings, settings.memcached_pool_size)
             stores.memcached = (
-                TracedMemcachedClient(host, port, tracer=tracer, **memcached_options) if tracer
-                else MemcachedClient(host, port, **memcached_options)
+                TracedMemcachedClient(host, port, tracer=tracer, **options) if tracer
+                else MemcachedClient(host, port, **options)
             )
         return stores
 
