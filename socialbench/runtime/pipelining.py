@@ -11,7 +11,8 @@ Bounds: connecting takes at most ``connect_timeout_s``; a command is answered wi
 ``call_timeout_s`` of being sent, or its connection is closed and every command in flight
 on it fails (one timer per connection watches the oldest, not one per command). A command
 whose connection was lost before its reply (the store restarted) is sent once more on a
-new connection: the clients send only commands that are safe to repeat.
+new connection, tried for up to ``connect_timeout_s`` while the store comes back: the
+clients send only commands that are safe to repeat.
 
 Errors::
 
@@ -31,6 +32,7 @@ from collections import deque
 from typing import Any, ClassVar, cast
 
 INCOMPLETE: Any = object()  # what a connection's read_reply gives until a reply is whole
+RECONNECT_PAUSE_S = 0.05  # between tries to reach a store that closed a connection
 
 
 class StoreClientError(Exception):
@@ -182,8 +184,22 @@ class PipelinedClient:
             connection = self._ready_connection() or await self._new_connection()
             return await connection.send(payload, expect)
         except ConnectionLost:
-            connection = self._ready_connection() or await self._new_connection()
+            connection = self._ready_connection() or await self._connection_again()
             return await connection.send(payload, expect)
+
+    async def _connection_again(self) -> PipelinedConnection:
+        """A new connection after one was lost: the store may be restarting, so a refused
+        connection is tried again until ``connect_timeout_s`` has passed."""
+        deadline = asyncio.get_running_loop().time() + self.connect_timeout_s
+        while True:
+            try:
+                return await self._new_connection()
+            except StoreTimeout:
+                raise
+            except StoreConnectionError:
+                if asyncio.get_running_loop().time() + RECONNECT_PAUSE_S >= deadline:
+                    raise
+            await asyncio.sleep(RECONNECT_PAUSE_S)
 
     async def handshake(self, connection: PipelinedConnection) -> None:
         """What a new connection sends before its first command (nothing by default)."""

@@ -357,6 +357,25 @@ async def test_a_write_after_a_mongodb_restart_is_not_lost_to_a_dropped_connecti
     assert sorted([d["n"] async for d in collection.find({}, {"_id": 0})]) == [1, 2, 3, 10, 12]
 
 
+async def test_a_write_whose_connection_is_lost_waits_for_the_store_to_come_back(
+    own_mongodb: OwnMongoDB,
+) -> None:
+    stores = Stores.connect(Settings(mongodb_url=f"mongodb://{own_mongodb.command.address}",
+                                     store_connect_timeout_s=10.0), (Store.MONGODB,))
+    collection = stores.require_mongodb()["drill"]["c"]
+    try:
+        await collection.insert_one({"n": 0})  # a pooled connection
+        kill_9(own_mongodb.server)
+        # The insert finds its connection gone and the server refusing; it is stored once
+        # the server is back (restarted while it waits), not failed at once.
+        restarted = asyncio.create_task(asyncio.to_thread(own_mongodb.start))
+        await collection.insert_one({"n": 1})
+        await restarted
+        assert sorted(d["n"] for d in await collection.find({}).to_list()) == [0, 1]
+    finally:
+        await stores.close()
+
+
 # ---------------------------------------------------------------- memcached keys
 
 @settings(max_examples=500, deadline=None)
