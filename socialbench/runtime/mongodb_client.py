@@ -104,8 +104,8 @@ def check_reply(reply: Document) -> Document:
 
 
 def check_write(reply: Document) -> Document:
-    """``reply`` of a write, if every document was written; else its first error."""
-    reply = check_reply(reply)
+    """``reply`` of a write (its ``ok`` checked by :meth:`MongoClient.command`), if every
+    document was written; else its first error."""
     errors: list[Document] = reply.get("writeErrors") or []
     if errors:
         if all(error.get("code") == DUPLICATE_KEY for error in errors):
