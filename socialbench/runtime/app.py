@@ -12,9 +12,10 @@ fails validation 400 (413 when only caps were exceeded), an unknown route or met
 which then closes the keep-alive connection under nginx (its next request got 502).
 
 Internal routes (the ones other services call) are answered by the lighter dispatch of
-:mod:`socialbench.runtime.dispatch`, the innermost middleware: the same endpoints and
-models without FastAPI's per-request machinery. Front-end and operational routes, and
-whatever that dispatch hands on, go through FastAPI.
+:mod:`socialbench.runtime.dispatch`: the same endpoints and models without FastAPI's
+per-request machinery. It is the innermost of the runtime's own layers (tracing, faults),
+which :class:`ServiceApp` runs before FastAPI's middleware; the operational routes, and
+whatever the dispatch hands on, go through FastAPI.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from typing import Any, Protocol
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,7 +52,7 @@ from socialbench.runtime.errors import (
     SocialbenchError,
     StoreError,
 )
-from socialbench.runtime.faults import add_faults
+from socialbench.runtime.faults import fault_middleware
 from socialbench.runtime.http_server import ServerConfig, serve
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import TOO_LARGE_ERRORS
@@ -100,13 +103,40 @@ async def service_logic(request: Request) -> Any:
     return request.app.state.logic
 
 
+# The services' tracing is the runtime's (TracingMiddleware, its own tracer provider).
+# FastAPI's own would otherwise look up the global providers on every request.
+NO_FASTAPI_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
+
+
+class ServiceApp(FastAPI):
+    """A service's FastAPI app, the runtime's own layers run before FastAPI's middleware.
+
+    ``runtime_middleware``, outermost first (tracing, faults, the light dispatch), wraps
+    the stack FastAPI builds (its error, telemetry and body-limit middleware, then
+    :class:`AnswerEveryError` and the router): a request the light dispatch answers does
+    not pass through FastAPI's layers.
+    """
+
+    runtime_middleware: list[Middleware]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.runtime_middleware = []
+
+    def build_middleware_stack(self) -> ASGIApp:
+        app = super().build_middleware_stack()
+        for cls, args, kwargs in reversed(self.runtime_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+
 def create_service_app(
     name: str,
     router: APIRouter,
     logic_factory: Callable[[ServiceContext], ServiceLogic],
     *,
     settings: Settings | None = None,
-) -> FastAPI:
+) -> ServiceApp:
     """The FastAPI app of service ``name`` with ``router`` and the logic ``logic_factory`` makes."""
     spec = registry.get(name)
     settings = settings or get_settings()
@@ -132,26 +162,28 @@ def create_service_app(
                 # Off the loop: the flush is a blocking export.
                 await asyncio.to_thread(tracing.shutdown)
 
-    app = FastAPI(
+    app = ServiceApp(
         title=f"socialbench {name}",
         lifespan=lifespan,
         default_response_class=JSONResponse,
         docs_url=None,
         redoc_url=None,
         dependencies=[Depends(strict_json_body)],
+        telemetry=NO_FASTAPI_TELEMETRY,
     )
     app.include_router(router)
+    app.add_middleware(AnswerEveryError)
     state = app.state
-    app.add_middleware(
-        InternalRoutes, service_app=app, public=registry.get(name).gateway_routes,
-        logic_dependency=service_logic, ignored_dependencies=(strict_json_body,),
-        logic=lambda: state.logic,
-        error_answer=lambda scope, exc: _answer_exception(state, scope, exc),
-    )
-    app.add_middleware(AnswerEveryError)  # inside tracing: its span sees the 500
-    add_faults(app, name, settings)  # nothing unless a fault is set; inside tracing too
-    if tracing is not None:
-        app.add_middleware(TracingMiddleware, tracing=tracing)
+    app.runtime_middleware = [
+        *([Middleware(TracingMiddleware, tracing=tracing)] if tracing is not None else []),
+        *fault_middleware(name, settings),  # none unless a fault is set
+        Middleware(
+            InternalRoutes, service_app=app, public=registry.get(name).gateway_routes,
+            logic_dependency=service_logic, ignored_dependencies=(strict_json_body,),
+            logic=lambda: state.logic,
+            error_answer=lambda scope, exc: _answer_exception(state, scope, exc),
+        ),
+    ]
     _add_operational_routes(app)
     _add_error_handlers(app)
     return app

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from fastapi import FastAPI
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from socialbench.runtime.settings import Settings
@@ -39,8 +39,7 @@ class BusyRequests:
         await self.app(scope, receive, send)
 
 
-def add_faults(app: FastAPI, service: str, settings: Settings) -> None:
-    """Install the faults ``settings`` ask of ``service``, if any."""
+def fault_middleware(service: str, settings: Settings) -> list[Middleware]:
+    """The middleware of the faults ``settings`` ask of ``service``: none if none."""
     busy_ms = settings.fault_busy_ms.get(service, 0.0)
-    if busy_ms > 0:
-        app.add_middleware(BusyRequests, busy_s=busy_ms / 1000)
+    return [Middleware(BusyRequests, busy_s=busy_ms / 1000)] if busy_ms > 0 else []

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import pytest
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from httpx import AsyncClient
 from pydantic import BaseModel, Field
+from starlette.middleware import Middleware
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from socialbench.runtime.app import ServiceContext, create_service_app
+from socialbench.runtime.app import ServiceApp, ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import Conflict
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import MAX_ITEMS, Id, Text
@@ -34,13 +36,22 @@ class Body(BaseModel):
     post_ids: Annotated[list[Id], Field(max_length=MAX_ITEMS)] = []
 
 
-def make_app() -> FastAPI:
+def make_app() -> ServiceApp:
     router = APIRouter()
 
     @router.post("/store")
     async def store(body: Body, request: Request) -> Response:
         request.app.state.logic.stored.append(body)
         return JSONResponse({})
+
+    @router.post("/count")
+    async def count(body: Body, logic: Annotated[Logic, Depends(service_logic)]) -> dict[str, int]:
+        logic.stored.append(body)
+        return {"stored": len(logic.stored)}
+
+    @router.post("/unwritable")
+    async def unwritable(body: Body, logic: Annotated[Logic, Depends(service_logic)]) -> Any:
+        return {"stored": object()}
 
     @router.post("/overflow")
     async def overflow() -> Response:
@@ -82,6 +93,38 @@ async def test_an_unexpected_exception_is_a_500_json_answer(client: AsyncClient)
     assert "OverflowError" in response.json()["message"]
     stats = (await client.get("/stats")).json()
     assert stats["errors"]["InternalError"] == 3
+
+
+class Record:
+    """Middleware: notes each request's path under ``name``."""
+
+    def __init__(self, app: ASGIApp, name: str, seen: list[str]) -> None:
+        self.app, self.name, self.seen = app, name, seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append(f"{self.name} {scope['path']}")
+        await self.app(scope, receive, send)
+
+
+async def test_an_internal_route_is_answered_before_fastapis_middleware() -> None:
+    app = make_app()
+    seen: list[str] = []
+    app.add_middleware(Record, name="fastapi", seen=seen)
+    app.runtime_middleware.insert(0, Middleware(Record, name="runtime", seen=seen))
+    async with app_client(app) as http:
+        response = await http.post("/count", json={"user_id": 1})
+        assert (response.status_code, response.json()) == (200, {"stored": 1})
+        assert (await http.get("/stats")).status_code == 200
+    assert seen == ["runtime /count", "runtime /stats", "fastapi /stats"]
+
+
+async def test_an_answer_that_cannot_be_written_is_a_500_counted(client: AsyncClient) -> None:
+    response = await client.post("/unwritable", json={"user_id": 1})
+    assert response.status_code == 500
+    assert response.json()["error"] == "InternalError"
+    assert "PydanticSerializationError" in response.json()["message"]
+    assert (await client.get("/stats")).json()["errors"] == {"InternalError": 1}
 
 
 async def test_a_front_end_route_answers_its_prefix_on_an_unexpected_exception(

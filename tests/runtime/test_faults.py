@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from socialbench.runtime.faults import BusyRequests, add_faults, burn_cpu
+from socialbench.runtime.faults import BusyRequests, burn_cpu, fault_middleware
 from socialbench.runtime.settings import Settings
 
 
@@ -35,7 +35,7 @@ def test_a_bad_busy_time_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, value
 
 
 def busy_app(service: str, settings: Settings) -> FastAPI:
-    app = FastAPI()
+    app = FastAPI(middleware=fault_middleware(service, settings))
 
     @app.get("/work")
     async def work() -> dict[str, float]:
@@ -45,7 +45,6 @@ def busy_app(service: str, settings: Settings) -> FastAPI:
     async def healthz() -> dict[str, float]:
         return {"ok": 1.0}
 
-    add_faults(app, service, settings)
     return app
 
 

@@ -237,7 +237,7 @@ async def test_without_an_endpoint_nothing_is_traced_or_propagated(
 ) -> None:
     trace_to(monkeypatch, None, 1.0)
     app = create_app()
-    assert not any(m.cls is TracingMiddleware for m in app.user_middleware)
+    assert not any(m.cls is TracingMiddleware for m in app.runtime_middleware)
     async with app_client(app) as client:
         response = await client.post("/compose_text", json={"text": TEXT},
                                      headers={"traceparent": f"00-{TRACE_ID}-{CALLER_SPAN_ID}-01"})

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request
 from httpx import ASGITransport, AsyncClient
-from starlette.responses import Response
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from socialbench.runtime.app import ServiceApp
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.settings import get_settings
@@ -299,6 +301,30 @@ def new_id() -> int:
     return random.randrange(1, 1 << 50)
 
 
+class InjectFaults:
+    """Answers a method in ``neighbours.faults`` 503, before or after the app serves it."""
+
+    def __init__(self, app: ASGIApp, neighbours: RealNeighbours) -> None:
+        self.app = app
+        self.neighbours = neighbours
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["path"].lstrip("/") if scope["type"] == "http" else ""
+        when = self.neighbours.faults.get(method)
+        if when is None:
+            await self.app(scope, receive, send)
+            return
+        if when == "after":
+            await self.app(scope, receive, lose_message)
+        self.neighbours.injected.append(method)
+        error = {"error": "StoreError", "message": f"{method} failed on purpose"}
+        await JSONResponse(error, status_code=503)(scope, receive, send)
+
+
+async def lose_message(message: Message) -> None:
+    """A ``send`` whose answer never reaches the caller."""
+
+
 @dataclass
 class RealNeighbours:
     """The real services compose-post publishes to, a fault per method, the fakes' post ids."""
@@ -334,21 +360,9 @@ class RealNeighbours:
 
         return app
 
-    def with_faults(self, app: FastAPI) -> FastAPI:
-        @app.middleware("http")
-        async def inject(
-            request: Request, call_next: Callable[[Request], Awaitable[Response]]
-        ) -> Response:
-            method = request.url.path.lstrip("/")
-            when = self.faults.get(method)
-            if when == "after":
-                await call_next(request)
-            if when is None:
-                return await call_next(request)
-            self.injected.append(method)
-            error = {"error": "StoreError", "message": f"{method} failed on purpose"}
-            return JSONResponse(error, status_code=503)
-
+    def with_faults(self, app: ServiceApp) -> ServiceApp:
+        """``app``, its answers to the methods in ``faults`` replaced by a 503."""
+        app.runtime_middleware.insert(0, Middleware(InjectFaults, neighbours=self))
         return app
 
     async def call(self, service: str, method: str, body: dict[str, Any]) -> Any:
