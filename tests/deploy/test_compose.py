@@ -15,7 +15,7 @@ import yaml
 from socialbench import registry
 from socialbench.deploy import compose, stack
 from socialbench.stack.launcher import StackConfig
-from socialbench.stack.servers import FERRETDB_SQLITE_PRAGMAS
+from socialbench.stack.servers import FERRETDB_GOGC, FERRETDB_SQLITE_PRAGMAS
 
 COMPOSE_FILE = stack.COMPOSE_DIR / compose.COMPOSE_FILE
 
@@ -213,7 +213,7 @@ def test_docker_compose_resolves_the_standins_and_keeps_the_commands() -> None:
 def test_the_ferretdb_standin_takes_mongods_command(tmp_path: Path) -> None:
     """scripts/containers/mongod: the compose command as FerretDB's flags."""
     fake = tmp_path / "ferretdb"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" "GOGC=$GOGC"\n')
     fake.chmod(0o755)
     mongod = str(stack.REPO_ROOT / "scripts" / "containers" / "mongod")
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
@@ -226,6 +226,7 @@ def test_the_ferretdb_standin_takes_mongods_command(tmp_path: Path) -> None:
     assert "--handler=sqlite" in flags
     assert f"--sqlite-url=file:/data/db/?{FERRETDB_SQLITE_PRAGMAS}" in flags
     assert "--log-level=warn" in flags  # --quiet
+    assert f"GOGC={FERRETDB_GOGC}" in flags
     refused = subprocess.run([mongod, "--replSet", "rs0"], env=env, capture_output=True,
                              text=True, check=False, timeout=10)
     assert refused.returncode == 2 and "unsupported option --replSet" in refused.stderr

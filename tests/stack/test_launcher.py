@@ -18,6 +18,7 @@ from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import (
+    FERRETDB_GOGC,
     find_binary,
     go_bin_dirs,
     mongodb_flavour,
@@ -143,6 +144,15 @@ def test_redis_keeps_an_append_only_file_in_its_data_dir(tmp_path: Path) -> None
     assert argv[argv.index("--dir") + 1] == str(tmp_path.resolve() / "redis")
 
 
+def test_ferretdb_runs_with_the_recorded_gogc(tmp_path: Path) -> None:
+    components = launcher.plan(StackConfig(data_dir=tmp_path))
+    [mongodb] = [c for c in components if c.name == "mongodb"]
+    if mongodb_flavour() == "ferretdb":
+        assert mongodb.env == {"GOGC": FERRETDB_GOGC}
+    else:
+        assert "GOGC" not in mongodb.env
+
+
 def test_the_stack_record_says_what_each_store_keeps(tmp_path: Path) -> None:
     stack = LocalStack(tmp_path)
     record = stack.record(stack.config.url)
@@ -153,6 +163,7 @@ def test_the_stack_record_says_what_each_store_keeps(tmp_path: Path) -> None:
     assert record.durability["mongodb"]["server"] == mongodb_flavour()
     if mongodb_flavour() == "ferretdb":
         assert record.durability["mongodb"]["journal_mode"] == "wal"
+        assert record.durability["mongodb"]["gogc"] == FERRETDB_GOGC
 
 
 def test_the_record_says_how_ferretdb_was_built(tmp_path: Path) -> None:
