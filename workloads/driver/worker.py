@@ -8,6 +8,7 @@ second and a :class:`WorkerReport` at the end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import random
@@ -176,7 +177,8 @@ def worker_main(config_json: str, index: int, control: Pipe) -> None:
         control.send(("result", report))
     except Exception as exc:  # reported to the parent, which raises it
         detail = "".join(traceback.format_exception_only(exc)).strip()
-        control.send(("error", f"driver process {index}: {detail}\n{traceback.format_exc()}"))
+        with contextlib.suppress(OSError):  # a parent that is gone hears nothing
+            control.send(("error", f"driver process {index}: {detail}\n{traceback.format_exc()}"))
     finally:
         control.close()
 
@@ -230,9 +232,12 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
     ticking = loop.create_task(ticker.run())
     maintaining = loop.create_task(_maintain(pool, stats))
     cpu_start, wait_start, wall_start = time.process_time(), run_queue_wait_s(), clock()
+    parent_gone = _parent_gone(loop, control)
     sender.start()
     try:
-        await sender.done
+        await asyncio.wait([sender.done, parent_gone], return_when=asyncio.FIRST_COMPLETED)
+        if not sender.done.done():
+            raise ParentGone("the parent closed the control socket: load stopped")
         in_flight_at_end = pool.busy
         cpu_s = time.process_time() - cpu_start
         sending_s = (clock() - wall_start) / NS_PER_S
@@ -240,6 +245,7 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
         wait_s = wait_end - wait_start if wait_start is not None and wait_end is not None else None
         await pool.drain(until_ns=stats.window_end_ns + pool.timeout_ns)
     finally:
+        loop.remove_reader(control.fileno())
         ticking.cancel()
         maintaining.cancel()
         pool.finish()
@@ -273,6 +279,24 @@ def _report(
         precise_timer=precise,
         cpus=sorted(os.sched_getaffinity(0)),
     )
+
+
+class ParentGone(RuntimeError):
+    """The parent went away mid-run (killed, say): nobody is left to stop this load."""
+
+
+def _parent_gone(loop: asyncio.AbstractEventLoop, control: Pipe) -> asyncio.Future[None]:
+    """Done when the control socket turns readable after the start time: the parent sends
+    nothing more, so that is its end closing (it was killed) and the load must stop."""
+    gone: asyncio.Future[None] = loop.create_future()
+
+    def on_readable() -> None:
+        loop.remove_reader(control.fileno())
+        if not gone.done():
+            gone.set_result(None)
+
+    loop.add_reader(control.fileno(), on_readable)
+    return gone
 
 
 async def receive_control(loop: asyncio.AbstractEventLoop, control: Pipe) -> tuple[str, int]:

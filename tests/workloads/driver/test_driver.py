@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from socialbench.workloads.driver import (
     SecondStats,
     run_load,
 )
+from socialbench.workloads.driver.runner import _start_worker
 
 
 def accounted(result: LoadResult) -> int:
@@ -133,6 +135,22 @@ def test_a_target_that_goes_away_gives_connect_errors_until_the_end(
     assert result.scheduled == accounted(result)
     assert result.saturated  # far fewer answers than offered
     assert result.elapsed_s <= config.duration_s + config.timeout_s + 1.0
+
+
+def test_a_worker_whose_parent_is_gone_stops_its_load(target: str) -> None:
+    config = LoadConfig(url=f"{target}/ok", rate=200, duration_s=60, warmup_s=0, seed=1)
+    worker = _start_worker(0)
+    try:
+        worker.pipe.send(("config", config.model_dump_json()))
+        assert worker.pipe.recv() == ("ready", None)
+        worker.pipe.send(("start", time.perf_counter_ns()))
+        kind, report = worker.pipe.recv()
+        assert kind == "second" and report.sent > 0
+        worker.pipe.close()  # as when the parent is killed
+        assert worker.process.wait(timeout=10) == 0  # not the 60 s of its load
+    finally:
+        worker.process.kill()
+        worker.process.wait()
 
 
 def test_a_target_that_refuses_connections_fails_fast() -> None:

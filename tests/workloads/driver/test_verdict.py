@@ -18,6 +18,7 @@ from socialbench.workloads.driver.hostload import HostLoad, read_stat, usable_cp
 from socialbench.workloads.driver.verdict import (
     DRIVER_CPU_BUSY,
     HOST_BUSY,
+    HOST_STEAL,
     Contention,
     WorkerLoad,
     judge_driver,
@@ -123,7 +124,8 @@ def test_a_host_busy_with_cpu_burners_is_contended_and_the_result_still_trusted(
     driver = result.driver
     assert driver is not None and driver.host is not None
     assert driver.verdict is Contention.HOST_CONTENDED, driver.explanation
-    assert driver.host.busy_share >= HOST_BUSY
+    # Every CPU runs a burner or is taken by the hypervisor (17% of them in one run here).
+    assert driver.host.busy_share + driver.host.steal_share >= HOST_BUSY
     assert driver.busiest is not None and driver.busiest.cpu_share < DRIVER_CPU_BUSY
     assert "more driver processes or a lower rate would not help" in driver.advice
     assert "--cpu-placement split" in driver.advice
@@ -142,7 +144,13 @@ def test_a_driver_process_out_of_cpu_is_driver_cpu(target: str, tmp_path: Path) 
                      timeout_s=1)
 
     driver = result.driver
-    assert driver is not None
+    assert driver is not None and driver.host is not None
+    if driver.host.steal_share >= HOST_STEAL:
+        # The hypervisor took the CPU the process wanted (22% in one run here): then that,
+        # not the driver, is what the verdict must name.
+        assert driver.verdict is Contention.HOST_CONTENDED, driver.explanation
+        assert "the hypervisor stole" in driver.explanation
+        return
     assert driver.verdict is Contention.DRIVER_CPU, driver.explanation
     assert "out of CPU" in driver.explanation
     assert "more driver processes (-P)" in driver.advice
