@@ -16,17 +16,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from socialbench.cli.interrupts import signals_as_interrupt
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port, mongodb_flavour
@@ -104,25 +102,6 @@ def worker_argv(master_port: int) -> list[str]:
             "--master-host", "127.0.0.1", "--master-port", str(master_port)]
 
 
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGINT raise KeyboardInterrupt here, and reach the children's Python.
-
-    A shell's background job starts with SIGINT ignored, and an ignored signal stays
-    ignored across exec: with a handler installed, the children start with the default.
-    """
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
     """SIGINT (Locust's graceful stop: last CSV rows, HTML report) to those still running.
 
@@ -155,7 +134,7 @@ def run_locust(master: list[str], workers: int) -> int:
                   "--expect-workers-max-wait", str(WORKERS_MAX_WAIT_S)]
     commands = [master] + [worker_argv(port)] * workers
     processes: list[subprocess.Popen[bytes]] = []
-    with _signals_as_interrupt():
+    with signals_as_interrupt():
         try:
             for command in commands:
                 processes.append(subprocess.Popen(command, process_group=0))

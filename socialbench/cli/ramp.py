@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.check import check_hook
+from socialbench.cli.interrupts import signals_as_interrupt
 from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
@@ -238,7 +239,8 @@ def ramp(
         quiet=quiet, check=check_hook(stack, url, console), spans=spans,
     )
     try:
-        with stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None):
+        with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),
+              signals_as_interrupt()):
             result = execute(job, console)
     except SETUP_ERRORS as exc:
         console.print(f"[bold red]error[/]: {exc}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -361,8 +363,19 @@ def test_repeats_give_the_best_the_median_and_the_variation(refined_ramp: RampRe
     assert outcome.interrupted
 
 
-def test_ctrl_c_keeps_the_steps_measured_and_writes_the_report(
-    capacity_server: CapacityServer, tmp_path: Path
+def left_in_session(session: int) -> list[psutil.Process]:
+    """The processes still alive in ``session`` (a ramp's driver workers, say)."""
+    left = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getsid(process.pid) == session and process.status() != psutil.STATUS_ZOMBIE:
+                left.append(process)
+    return left
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_keeps_the_steps_measured_and_writes_the_report(
+    capacity_server: CapacityServer, tmp_path: Path, how: str
 ) -> None:
     command = [
         sys.executable, "-m", "socialbench.cli", "ramp", capacity_server.url, "-w", "url",
@@ -382,8 +395,12 @@ def test_ctrl_c_keeps_the_steps_measured_and_writes_the_report(
             time.sleep(0.2)
             files = list(tmp_path.glob("*/steps.json"))
             steps = json.loads(files[0].read_text()) if files else []
-        os.killpg(ramp.pid, signal.SIGINT)
+        if how == "ctrl-c":  # a terminal's: to the whole group
+            os.killpg(ramp.pid, signal.SIGINT)
+        else:  # kill's, timeout's, a CI job's end: to the ramp only
+            ramp.send_signal(signal.SIGTERM)
         output = ramp.communicate(timeout=60)[0].decode()
+        assert left_in_session(ramp.pid) == []
     finally:
         if ramp.poll() is None:
             os.killpg(ramp.pid, signal.SIGKILL)

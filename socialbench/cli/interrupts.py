@@ -1,0 +1,29 @@
+"""SIGTERM as Ctrl-C for the long commands: what they measured is kept either way."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+
+@contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGINT raise KeyboardInterrupt here, and reach the children's Python.
+
+    ``kill``, ``timeout`` and a CI job's end send SIGTERM, which would otherwise end the
+    process where it stands: no bundle, and driver processes left to themselves. A
+    shell's background job starts with SIGINT ignored, and an ignored signal stays
+    ignored across exec: with a handler installed, the children start with the default.
+    """
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
