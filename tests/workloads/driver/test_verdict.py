@@ -145,10 +145,10 @@ def test_a_driver_process_out_of_cpu_is_driver_cpu(target: str, tmp_path: Path) 
 
     driver = result.driver
     assert driver is not None and driver.host is not None
-    if driver.host.steal_share >= HOST_STEAL:
-        # The hypervisor took the CPU the process wanted (22% in one run here): then that,
-        # not the driver, is what the verdict must name.
-        assert driver.verdict is Contention.HOST_CONTENDED, driver.explanation
+    if driver.verdict is Contention.HOST_CONTENDED:
+        # Only when the hypervisor took the CPU the process wanted (22% in one run here),
+        # so that it ran short of what the VM was given: then the verdict names the steal.
+        assert driver.host.steal_share >= HOST_STEAL, driver.explanation
         assert "the hypervisor stole" in driver.explanation
         return
     assert driver.verdict is Contention.DRIVER_CPU, driver.explanation
