@@ -51,7 +51,7 @@ ENV_PREFIX = "SOCIALBENCH_"
 # cpu_share: each service's share of the CPU of every process of the stack, measured
 # on the mixed workload (60/30/10) at 100-500 req/s (the demo's per-process CPU, psutil,
 # 2026-12-01; stable across those rates). The rest: mongodb ~0.10, nginx ~0.04, redis
-# ~0.033, memcached ~0.027.
+# ~0.033, memcached ~0.027 (MONGODB_CPU_SHARE below for today's).
 SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("unique-id", 9001, cpu_share=0.012),
     ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,), gateway_routes=("/api/url/expand",),
@@ -97,6 +97,12 @@ SERVICES: tuple[ServiceSpec, ...] = (
 )
 
 BY_NAME: dict[str, ServiceSpec] = {spec.name: spec for spec in SERVICES}
+
+
+# The MongoDB-wire server's share, measured the same way: 0.14-0.18 in a mixed ramp from
+# 100 req/s to its knee (1,175 req/s, 2026-12-02), the largest of any process near the
+# knee. What FerretDB's Go scheduler is sized by (stack.servers.ferretdb_max_procs).
+MONGODB_CPU_SHARE = 0.18
 
 
 def get(name: str) -> ServiceSpec:

@@ -236,7 +236,8 @@ def plan(config: StackConfig) -> list[Component]:
         redis_command(config.redis_port, data / "redis", host=config.host),
         memcached_command(config.memcached_port, host=config.host,
                           memory_mb=config.memcached_memory_mb),
-        mongodb_command(config.mongodb_port, data / "mongodb", host=config.host),
+        mongodb_command(config.mongodb_port, data / "mongodb", host=config.host,
+                        cpus=config.cpu_count),
     ]
     (data / "redis").mkdir(parents=True, exist_ok=True)
     components = [Component(s.name, "store", s.argv, s.port, env=s.env) for s in stores]

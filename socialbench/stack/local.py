@@ -198,7 +198,7 @@ class LocalStack:
             workers_chosen=config.workers_chosen, workers_cpus=config.cpu_count,
             nginx_workers=config.nginx_workers, tracing=tracing,
             trace_sample_ratio=config.trace_sample_ratio if tracing else None,
-            durability=store_durability(self._mongodb_binary()),
+            durability=store_durability(self._mongodb_binary(), cpus=config.cpu_count),
         )
 
     def _mongodb_binary(self) -> str | None:

@@ -19,6 +19,7 @@ from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import (
     FERRETDB_GOGC,
+    ferretdb_max_procs,
     find_binary,
     go_bin_dirs,
     mongodb_flavour,
@@ -145,12 +146,30 @@ def test_redis_keeps_an_append_only_file_in_its_data_dir(tmp_path: Path) -> None
 
 
 def test_ferretdb_runs_with_the_recorded_gogc(tmp_path: Path) -> None:
-    components = launcher.plan(StackConfig(data_dir=tmp_path))
+    components = launcher.plan(StackConfig(data_dir=tmp_path, worker_cpus=2))
     [mongodb] = [c for c in components if c.name == "mongodb"]
     if mongodb_flavour() == "ferretdb":
-        assert mongodb.env == {"GOGC": FERRETDB_GOGC}
+        assert mongodb.env == {"GOGC": FERRETDB_GOGC, "GOMAXPROCS": "1"}
     else:
-        assert "GOGC" not in mongodb.env
+        assert "GOGC" not in mongodb.env and "GOMAXPROCS" not in mongodb.env
+
+
+@pytest.mark.parametrize(("cpus", "max_procs"), [(1, 1), (2, 1), (4, 1), (8, 2), (16, 3)])
+def test_ferretdb_gets_go_threads_for_its_share_of_the_stacks_cpus(
+    tmp_path: Path, cpus: int, max_procs: int,
+) -> None:
+    assert ferretdb_max_procs(cpus) == max_procs
+    # Never fewer than its share of the CPUs: it is not the stack's bottleneck by our hand.
+    assert max_procs >= cpus * registry.MONGODB_CPU_SHARE
+    config = StackConfig(data_dir=tmp_path, worker_cpus=cpus)
+    [mongodb] = [c for c in launcher.plan(config) if c.name == "mongodb"]
+    if mongodb_flavour() == "ferretdb":
+        assert mongodb.env["GOMAXPROCS"] == str(max_procs)
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+    record = LocalStack(tmp_path).record(config.url)
+    assert record is not None
+    if mongodb_flavour() == "ferretdb":
+        assert record.durability["mongodb"]["gomaxprocs"] == str(max_procs)
 
 
 def test_the_stack_record_says_what_each_store_keeps(tmp_path: Path) -> None:
