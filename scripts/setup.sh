@@ -22,8 +22,10 @@ fi
 
 apt_packages=(nginx-light memcached redis-server wrk procps python3-venv)
 $for_tests && apt_packages+=(docker-compose chromium)
-# The compose end-to-end test's engine where no Docker runs, and its Debian-made base.
-$for_tests && apt_packages+=(podman runc netavark aardvark-dns mmdebstrap)
+# The compose end-to-end test's engine where no Docker runs, and its Debian-made base;
+# netavark sets up the bridge network with iptables (only a recommendation of podman's, so
+# a machine without it failed every container start: "netavark: No such file or directory").
+$for_tests && apt_packages+=(podman runc netavark aardvark-dns iptables mmdebstrap)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   case "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" in
