@@ -145,7 +145,7 @@ def test_redis_keeps_an_append_only_file_in_its_data_dir(tmp_path: Path) -> None
     assert argv[argv.index("--dir") + 1] == str(tmp_path.resolve() / "redis")
 
 
-def test_ferretdb_runs_with_the_recorded_gogc(tmp_path: Path) -> None:
+def test_ferretdb_runs_with_the_recorded_go_runtime_settings(tmp_path: Path) -> None:
     components = launcher.plan(StackConfig(data_dir=tmp_path, worker_cpus=2))
     [mongodb] = [c for c in components if c.name == "mongodb"]
     if mongodb_flavour() == "ferretdb":
