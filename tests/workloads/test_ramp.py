@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
 import json
 import os
 import signal
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from socialbench import registry
@@ -22,11 +25,16 @@ from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port
-from socialbench.workloads.driver import Errors, LoadResult
+from socialbench.workloads.driver import Errors, LoadConfig, LoadResult
 from socialbench.workloads.driver.verdict import Contention
+from socialbench.workloads.ramp import engine
+from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import (
+    CONFIRM_BACKOFF,
+    MAX_CONFIRM_ATTEMPTS,
     Phase,
     Ramp,
+    RampConfig,
     RampObserver,
     RampOutcome,
     RampRun,
@@ -34,8 +42,10 @@ from socialbench.workloads.ramp.engine import (
     StopReason,
     format_above,
     judge_step,
+    no_sampler,
 )
-from socialbench.workloads.ramp.job import RampReport
+from socialbench.workloads.ramp.job import RampJob, RampReport, execute
+from socialbench.workloads.ramp.live import print_headline
 from socialbench.workloads.ramp.resources import ResourceSampler
 from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
 
@@ -89,6 +99,77 @@ def test_refine_lands_within_the_resolution_of_the_knee(refined_ramp: RampReport
     passing = max(s.rate for s in run.steps if s.phase is not Phase.CONFIRM and s.passed)
     failing = min(s.rate for s in run.steps if s.phase is not Phase.CONFIRM and not s.passed)
     assert 0 < failing - passing <= RESOLUTION_RPS
+
+
+def scripted_ramp(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch, *, step_limit: float,
+    confirm_limit: float,
+) -> RampConfig:
+    """A ramp whose steps hold up to ``step_limit`` req/s and whose longer confirmation runs
+    only up to ``confirm_limit`` (a knee the short steps overstate): the driver's results
+    are the capacity ramp's own, a passing or a failing one, at the rate asked."""
+    steps = only_run(refined_ramp).steps
+    held = next(step for step in steps if step.passed).result
+    broke = next(step for step in steps if not step.passed).result
+    config = small_ramp("http://127.0.0.1:9/", refine=True, resolution_rps=2,
+                        confirm_duration_s=4.0, pause_s=0)
+
+    def scripted_load(load: LoadConfig, on_second: object = None) -> LoadResult:
+        limit = confirm_limit if load.duration_s == config.confirm_duration else step_limit
+        return (held if load.rate <= limit else broke).model_copy(
+            update={"offered_rps": load.rate})
+
+    monkeypatch.setattr(engine, "run_load", scripted_load)
+    return config
+
+
+def test_a_failed_confirmation_backs_off_past_the_rates_just_below_it(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=300, confirm_limit=230)
+    (run,) = Ramp(config).run().runs
+
+    confirmations = [step for step in run.steps if step.phase is Phase.CONFIRM]
+    passing = sorted(step.rate for step in run.steps
+                     if step.phase is not Phase.CONFIRM and step.passed)
+    assert max(passing) <= 300 < min(
+        step.rate for step in run.steps if step.phase is not Phase.CONFIRM and not step.passed)
+    assert confirmations[0].rate == max(passing)
+    for failed, after in itertools.pairwise(confirmations):
+        assert not failed.passed
+        # The highest passing rate at least the back-off below the failed one, not the
+        # bisection's rates a resolution below it.
+        assert after.rate == max(r for r in passing if r <= failed.rate * (1 - CONFIRM_BACKOFF))
+    assert len(confirmations) <= MAX_CONFIRM_ATTEMPTS
+    assert run.confirmed and run.answer is confirmations[-1]
+    assert run.answer.rate == max(r for r in passing if r <= 230)
+    assert "Confirmation failed at" in run.stop_detail
+    assert all(f"{step.rate:,.6g} req/s (" in run.stop_detail for step in confirmations[:-1])
+
+
+def test_a_ramp_whose_confirmations_all_fail_says_its_steps_overstated_the_knee(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=300, confirm_limit=100)
+    job = RampJob(
+        config=config, label="overstated", results_dir=tmp_path, sampler=no_sampler,
+        resources_source="none", dataset=Dataset(fresh=False, users=962, note="scripted"),
+        mongodb_server="mongod",
+    )
+    output = io.StringIO()
+    console = Console(file=output, width=200)
+    result = execute(job, console)
+    print_headline(result, console)
+
+    (run,) = result.outcome.runs
+    assert run.confirmed is False and run.answer is None
+    assert len([s for s in run.steps if s.phase is Phase.CONFIRM]) == MAX_CONFIRM_ATTEMPTS
+    assert result.summary.max_rate_rps is None
+    held = max(step.rate for step in run.steps if step.passed)
+    text = " ".join(output.getvalue().split())
+    assert (f"No rate held p99 <= 120 ms again in its confirmation run (steps held up to "
+            f"{held:,.6g} req/s)") in text
+    assert "No tested rate held" not in text
 
 
 def test_each_stop_criterion_fails_a_step(

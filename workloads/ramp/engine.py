@@ -16,7 +16,10 @@ rate by ``step_rate`` and repeat, and stop at the first step that fails:
 The answer is the last passing step. With ``refine`` the rate is then bisected between
 the last passing and the first failing rate down to ``resolution``, and the answer is
 confirmed by one longer run (latency under load is not monotonic in the rate; MLPerf's
-server scenario does the same); if that run fails, the next lower passing rate is tried.
+server scenario does the same). If that run fails, the highest passing rate at least
+``CONFIRM_BACKOFF`` lower is tried, up to ``MAX_CONFIRM_ATTEMPTS`` runs in all: the passing
+rates just below a failed one (the bisection's, a resolution apart) are as much past the
+knee for a longer run, and trying them one by one used the attempts and found none.
 ``repeat`` runs the whole ramp again (after ``reset``, e.g. a fresh, re-seeded stack) and
 the repeats' answers give the best, the median and the coefficient of variation.
 
@@ -49,6 +52,7 @@ DEFAULT_SLA = "p99=2s"
 STARTUP_S = 1.0  # starting the driver's processes, for time-left estimates
 SETTLE_PROBE_S = 0.5  # the window over which the target's CPU is measured before a step
 MAX_CONFIRM_ATTEMPTS = 3
+CONFIRM_BACKOFF = 0.05  # after a failed confirmation, the next is at least this share lower
 
 _SLA_PATTERN = re.compile(
     r"\s*p(?P<percentile>\d+(?:\.\d+)?)\s*(?:<=|=|<)\s*(?P<value>\d+(?:\.\d*)?|\.\d+)\s*"
@@ -397,6 +401,14 @@ def no_sampler() -> tuple[ResourceSampler | None, str]:
     return None, "no process list of the target was given"
 
 
+def confirmation_after(passed: Sequence[StepRun], failed_rps: float) -> StepRun | None:
+    """The step to confirm after a confirmation at ``failed_rps`` failed: the highest of
+    ``passed`` at least :data:`CONFIRM_BACKOFF` lower, if any."""
+    ceiling = failed_rps * (1 - CONFIRM_BACKOFF)
+    return max((step for step in passed if step.rate <= ceiling), key=lambda s: s.rate,
+               default=None)
+
+
 class Ramp:
     """Runs a :class:`RampConfig` against its target, telling ``observers`` as it goes."""
 
@@ -492,8 +504,10 @@ class Ramp:
         run.answer = None
         candidates = sorted((s for s in run.steps if s.passed), key=lambda s: -s.rate)
         tried: list[str] = []
-        for attempt, candidate in enumerate(candidates[:MAX_CONFIRM_ATTEMPTS]):
-            last = attempt == min(len(candidates), MAX_CONFIRM_ATTEMPTS) - 1
+        candidate = candidates[0] if candidates else None
+        while candidate is not None:
+            below = confirmation_after(candidates, candidate.rate)
+            last = below is None or len(tried) == MAX_CONFIRM_ATTEMPTS - 1
             step = self._step(
                 run, Phase.CONFIRM, candidate.rate, duration_s=self.config.confirm_duration,
                 runs_left=0 if last else None,
@@ -505,6 +519,7 @@ class Ramp:
                 run.answer = step
                 break
             tried.append(f"{candidate.rate:,.6g} req/s ({'; '.join(step.verdict.reasons)})")
+            candidate = None if last else below
         if tried:
             run.stop_detail += ". Confirmation failed at " + ", ".join(tried)
         if not candidates:

@@ -175,7 +175,13 @@ def print_headline(result: RampReport, console: Console) -> None:
             f"{summary.median_max_rate_rps or 0:,.6g}, coefficient of variation "
             + (f"{cv:.1%}" if cv is not None else "—"))
     if summary.completed and summary.best is None:
-        console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
+        held = [step.rate for run in result.outcome.runs for step in run.steps if step.passed]
+        if held:
+            console.print(f"[bold red]No rate held {sla} again in its confirmation run[/] "
+                          f"(steps held up to {max(held):,.6g} req/s); the knee is lower than "
+                          "the steps showed: try a lower --max-rate or longer steps.")
+        else:
+            console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
     if summary.stop_reason is not None:
         console.print(f"Stopped: {summary.stop_reason.value} — {summary.repeats[0].stop_detail}"
                       if len(summary.repeats) == 1 else f"Stopped: {summary.stop_reason.value}")
