@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -22,6 +23,24 @@ def signals_as_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def signals_as_stop(stop: threading.Event) -> Iterator[None]:
+    """The first SIGTERM or SIGINT sets ``stop`` (the run ends early and keeps what it
+    measured); a second raises KeyboardInterrupt (it ends where it stands)."""
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:

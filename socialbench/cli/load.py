@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import secrets
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from socialbench.cli.interrupts import signals_as_stop
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
     CpuPlacement,
@@ -94,7 +96,8 @@ def load(
     from socialbench.stack.local import LocalStack
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
     from socialbench.workloads.driver.report import describe, live_line, print_summary
-    from socialbench.workloads.driver.runner import DriverError, run_load
+    from socialbench.workloads.driver.result import SecondStats
+    from socialbench.workloads.driver.runner import DriverError, StoppedBeforeWindow, run_load
 
     console = Console(highlight=False, soft_wrap=True)
     error_limit = ratio(max_errors, "--max-errors")
@@ -123,19 +126,39 @@ def load(
 
     console.print(describe(config))
     console.print(f"  CPU placement: {placed.describe()}")
-    on_second = None if quiet else (lambda second: console.print(live_line(second)))
+    stop = threading.Event()
+    stopping_told = False
+
+    def on_second(second: SecondStats) -> None:
+        nonlocal stopping_told
+        if stop.is_set() and not stopping_told:
+            stopping_told = True
+            console.print(f"[yellow]Stopping[/]: nothing more is sent; the requests in flight "
+                          f"get up to {config.timeout_s:g} s (signal again to end at once)")
+        if not quiet:
+            console.print(live_line(second))
+
     try:
-        with stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None):
-            result = run_load(config, on_second)
+        with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),
+              signals_as_stop(stop)):
+            result = run_load(config, on_second, stop)
     except DriverError as exc:
         console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(1) from None
+    except StoppedBeforeWindow as exc:
+        console.print(f"[bold yellow]Stopped[/]: {exc}")
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:
+        console.print("[bold yellow]Stopped[/] by a second signal: no result")
+        raise typer.Exit(130) from None
     result = result.model_copy(update={"placement": placed})
     print_summary(result, console)
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)
         json_file.write_text(result.model_dump_json(indent=2))
         console.print(f"  Result written to {json_file}")
+    if result.stopped_early:
+        raise typer.Exit(130)
     if result.error_ratio > error_limit:
         console.print(f"[bold red]FAILED[/]: {result.errors.total:,} errors, "
                       f"{result.error_ratio:.2%} of the requests, above --max-errors "

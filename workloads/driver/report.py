@@ -62,6 +62,10 @@ def print_summary(result: LoadResult, console: Console) -> None:
         )
     table.add_row("mean", duration(latency.mean_us), duration(service.mean_us))
     table.add_row("stdev", duration(latency.stdev_us), duration(service.stdev_us))
+    if result.stopped_early:
+        console.print(f"  [bold yellow]Stopped early[/]: the window measured is "
+                      f"{result.window_s:.1f} s of the {result.config.duration_s:g} s asked; "
+                      "every figure below is of it")
     console.print("  Latency distribution (HdrHistogram, from the intended send time = wrk2's)")
     console.print(table)
     console.print(

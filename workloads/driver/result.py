@@ -150,7 +150,11 @@ class LoadResult(BaseModel):
     config: LoadConfig
     started_at: datetime
     elapsed_s: float = Field(description="Wall time from the start to the end of the drain.")
-    window_s: float = Field(description="The measured window (the duration asked).")
+    window_s: float = Field(description="The measured window: the duration asked, or less "
+                                        "when the run was stopped early.")
+    stopped_early: bool = Field(
+        default=False, description="Stopped (Ctrl-C, SIGTERM) before the end of the window "
+                                   "asked: the figures are those of the shorter window_s.")
     offered_rps: float = Field(description="The rate asked.")
     scheduled: int = Field(description="Requests whose intended time fell in the window.")
     scheduled_rps: float = Field(description="scheduled / window_s (Poisson varies around R).")
@@ -216,8 +220,12 @@ def build_result(
     elapsed_s: float,
     host: HostInfo,
     host_load: HostLoad | None = None,
+    window_s: float | None = None,
 ) -> LoadResult:
-    """Merge the workers' reports into one result, and judge whether it can be trusted."""
+    """Merge the workers' reports into one result, and judge whether it can be trusted.
+
+    ``window_s``: the window measured, when a stop cut it shorter than the config's.
+    """
     status: Counter[int] = Counter()
     failures: Counter[str] = Counter()
     for report in reports:
@@ -235,12 +243,15 @@ def build_result(
     in_flight_at_start = sum(r.in_flight_at_start for r in reports)
     in_flight_at_end = sum(r.in_flight_at_end for r in reports)
     ok = sum(r.ok for r in reports)
-    window_s = config.duration_s
+    if window_s is None or not 0 < window_s < config.duration_s:
+        window_s = config.duration_s
+    stopped_early = window_s < config.duration_s
     result = LoadResult(
         config=config,
         started_at=started_at,
         elapsed_s=elapsed_s,
         window_s=window_s,
+        stopped_early=stopped_early,
         offered_rps=config.rate,
         scheduled=scheduled,
         scheduled_rps=scheduled / window_s,

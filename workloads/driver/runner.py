@@ -11,11 +11,13 @@ caller's ``__main__`` is never re-imported and any caller (a CLI, a ramp, a test
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,12 +40,17 @@ from socialbench.workloads.driver.worker import SecondReport, WorkerReport
 START_MARGIN_S = 0.1  # between sending the start time and the start, for every worker to get it
 READY_TIMEOUT_S = 60.0  # starting Python, importing and connecting
 FINISH_GRACE_S = 30.0  # beyond warm-up + duration + timeout before workers count as hung
+STOP_POLL_S = 0.2  # how soon a stop asked (``run_load``'s ``stop``) reaches the workers
 
 SecondCallback = Callable[[SecondStats], None]
 
 
 class DriverError(RuntimeError):
     """The driver could not run (a worker could not connect, failed, died or hung)."""
+
+
+class StoppedBeforeWindow(RuntimeError):
+    """The run was stopped (``run_load``'s ``stop``) before its measured window began."""
 
 
 class WorkerProcess(Protocol):
@@ -70,7 +77,10 @@ class _Worker:
         return f"driver process {self.index} closed its pipe (exit code {code})"
 
 
-def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> LoadResult:
+def run_load(
+    config: LoadConfig, on_second: SecondCallback | None = None,
+    stop: threading.Event | None = None,
+) -> LoadResult:
     """Run one open-loop load and return its merged result.
 
     Blocks for about ``warmup_s + duration_s`` (plus up to ``timeout_s`` while the last
@@ -79,6 +89,11 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
     ``None`` is replaced by a random one, kept in ``result.config``. Raises
     :class:`DriverError` when the target refuses every connection at the start or a
     worker fails.
+
+    ``stop`` (set from a signal handler, say) ends the run early: the workers send
+    nothing more, the requests in flight drain as at the end, and the result is that of
+    the shorter window (``stopped_early``); :class:`StoppedBeforeWindow` if it had not
+    begun.
     """
     if config.seed is None:
         config = config.model_copy(update={"seed": secrets.randbits(32)})
@@ -99,16 +114,24 @@ def run_load(config: LoadConfig, on_second: SecondCallback | None = None) -> Loa
         for worker in workers:
             worker.pipe.send(("start", start_ns))
         with sampler:
-            reports, timeline = _collect(workers, config, on_second, sampler)
+            reports, timeline, stopped_ns = _collect(workers, config, on_second, sampler, stop)
         elapsed_s = (time.perf_counter_ns() - start_ns) / 1e9
     except BaseException:
         stop_workers(workers, wait_s=0.0)
         raise
     stop_workers(workers, wait_s=5.0)
+    window_s = config.duration_s
+    if stopped_ns is not None:
+        window_start_ns = start_ns + int(config.warmup_s * 1e9)
+        window_s = min(window_s, max(0, stopped_ns - window_start_ns) / 1e9)
+        if window_s == 0:
+            raise StoppedBeforeWindow(
+                f"stopped {(stopped_ns - start_ns) / 1e9:.1f} s into the "
+                f"{config.warmup_s:g} s warm-up: nothing was measured")
     host = host.model_copy(update={"loadavg_end": os.getloadavg()})
     return build_result(
         config, reports, timeline, started_at=started_at, elapsed_s=elapsed_s, host=host,
-        host_load=sampler.load(),
+        host_load=sampler.load(), window_s=window_s,
     )
 
 
@@ -151,14 +174,16 @@ def await_ready(workers: Sequence[W], receive: Callable[[W], tuple[str, object]]
 
 def _collect(
     workers: list[_Worker], config: LoadConfig, on_second: SecondCallback | None,
-    sampler: HostSampler,
-) -> tuple[list[WorkerReport], list[SecondStats]]:
+    sampler: HostSampler, stop: threading.Event | None,
+) -> tuple[list[WorkerReport], list[SecondStats], int | None]:
+    """The workers' final reports, the merged timeline, and when a stop was sent (if one)."""
     run_s = config.warmup_s + config.duration_s + config.timeout_s + START_MARGIN_S
     deadline = time.monotonic() + run_s + FINISH_GRACE_S
     running = {worker.pipe: worker for worker in workers}
     reports: list[WorkerReport] = []
     pending: dict[int, list[SecondReport]] = {}
     timeline: list[SecondStats] = []
+    stopped_ns: int | None = None
 
     def _emit(stats: SecondStats) -> None:
         stats.host_busy = sampler.last_second_busy
@@ -167,10 +192,18 @@ def _collect(
             on_second(stats)
 
     while running:
+        if stop is not None and stop.is_set() and stopped_ns is None:
+            stopped_ns = time.perf_counter_ns()
+            for worker in running.values():
+                with contextlib.suppress(OSError):  # one that just finished has closed its end
+                    worker.pipe.send(("stop", stopped_ns))
+            sampler.end = min(sampler.end, time.monotonic())
+            deadline = min(deadline, time.monotonic() + config.timeout_s + FINISH_GRACE_S)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DriverError(f"driver processes still running {FINISH_GRACE_S} s after the end")
-        for pipe in wait(list(running), remaining):
+        watching = stop is not None and stopped_ns is None
+        for pipe in wait(list(running), min(remaining, STOP_POLL_S) if watching else remaining):
             kind, body = _receive(running[pipe])  # type: ignore[index]
             if kind == "result":
                 assert isinstance(body, WorkerReport)
@@ -186,7 +219,7 @@ def _collect(
     for second in sorted(pending):
         _emit(merge_seconds(pending[second], config.warmup_s))
     reports.sort(key=lambda r: r.worker)
-    return reports, timeline
+    return reports, timeline, stopped_ns
 
 
 def stop_workers(workers: Sequence[WorkerProcess], wait_s: float) -> None:

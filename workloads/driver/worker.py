@@ -111,6 +111,19 @@ class Sender:
     def start(self) -> None:
         self.waker.wake_by(self.next_ns)
 
+    def stop(self, end_ns: int) -> None:
+        """End the measured window at ``end_ns`` (the parent was told to stop early, its
+        warm-up included): what is due before it is still sent, nothing after."""
+        stats = self.stats
+        stats.window_end_ns = max(stats.window_start_ns, min(stats.window_end_ns, end_ns))
+        if not self.finished and self.next_ns >= stats.window_end_ns:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.finished = True
+        self.waker.close()
+        self.done.set_result(None)
+
     def _wake(self) -> None:
         self._send_due(clock())
 
@@ -137,9 +150,7 @@ class Sender:
             due = schedule.next()
             if due >= window_end:
                 self.next_ns = pool.next_due_ns = due
-                self.finished = True
-                self.waker.close()
-                self.done.set_result(None)
+                self._finish()
                 return
             batch += 1
             if batch == MAX_BATCH:
@@ -232,11 +243,12 @@ async def _run(config: LoadConfig, index: int, control: Pipe) -> WorkerReport:
     ticking = loop.create_task(ticker.run())
     maintaining = loop.create_task(_maintain(pool, stats))
     cpu_start, wait_start, wall_start = time.process_time(), run_queue_wait_s(), clock()
-    parent_gone = _parent_gone(loop, control)
+    parent_gone = _watch_parent(loop, control, sender)
     sender.start()
     try:
         await asyncio.wait([sender.done, parent_gone], return_when=asyncio.FIRST_COMPLETED)
         if not sender.done.done():
+            parent_gone.result()  # a message out of place raises here
             raise ParentGone("the parent closed the control socket: load stopped")
         in_flight_at_end = pool.busy
         cpu_s = time.process_time() - cpu_start
@@ -285,15 +297,27 @@ class ParentGone(RuntimeError):
     """The parent went away mid-run (killed, say): nobody is left to stop this load."""
 
 
-def _parent_gone(loop: asyncio.AbstractEventLoop, control: Pipe) -> asyncio.Future[None]:
-    """Done when the control socket turns readable after the start time: the parent sends
-    nothing more, so that is its end closing (it was killed) and the load must stop."""
+def _watch_parent(
+    loop: asyncio.AbstractEventLoop, control: Pipe, sender: Sender
+) -> asyncio.Future[None]:
+    """Done when the parent's end of the control socket closes (it was killed: the load
+    must stop). Mid-run the parent sends only ``("stop", end_ns)``, to end the window early."""
     gone: asyncio.Future[None] = loop.create_future()
 
     def on_readable() -> None:
+        try:
+            kind, value = control.recv()
+        except (EOFError, OSError):
+            kind, value = "gone", None
+        if kind == "stop" and isinstance(value, int):
+            sender.stop(value)
+            return
         loop.remove_reader(control.fileno())
         if not gone.done():
-            gone.set_result(None)
+            if kind == "gone":
+                gone.set_result(None)
+            else:
+                gone.set_exception(RuntimeError(f"unexpected {kind!r} from the parent mid-run"))
 
     loop.add_reader(control.fileno(), on_readable)
     return gone

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +23,7 @@ from socialbench.workloads.driver import (
     SecondStats,
     run_load,
 )
-from socialbench.workloads.driver.runner import _start_worker
+from socialbench.workloads.driver.runner import StoppedBeforeWindow, _start_worker
 
 
 def accounted(result: LoadResult) -> int:
@@ -151,6 +155,62 @@ def test_a_worker_whose_parent_is_gone_stops_its_load(target: str) -> None:
     finally:
         worker.process.kill()
         worker.process.wait()
+
+
+def test_a_stop_ends_the_window_early_and_the_result_is_of_the_shorter_window(
+    target: str,
+) -> None:
+    config = LoadConfig(url=f"{target}/ok", rate=500, duration_s=60, warmup_s=0.5,
+                        distribution=Distribution.CONSTANT, processes=2, connections=8, seed=3)
+    stop = threading.Event()
+    threading.Timer(2.5, stop.set).start()
+    started = time.monotonic()
+    result = run_load(config, stop=stop)
+
+    assert time.monotonic() - started < 15  # not the 60 s asked
+    assert result.stopped_early
+    assert 1.5 < result.window_s < 2.5, result.window_s  # from the end of the warm-up
+    # Every request due in the shorter window was sent and answered, and only those.
+    assert abs(result.scheduled - 500 * result.window_s) <= 2
+    assert result.ok == result.sent == result.scheduled == accounted(result)
+    assert abs(result.achieved_rps - 500) / 500 <= 0.05
+
+
+def test_a_stop_during_the_warm_up_measures_nothing(target: str) -> None:
+    config = LoadConfig(url=f"{target}/ok", rate=100, duration_s=30, warmup_s=10,
+                        processes=1, connections=2, seed=4)
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    with pytest.raises(StoppedBeforeWindow, match="into the 10 s warm-up"):
+        run_load(config, stop=stop)
+
+
+def test_sigterm_to_the_load_command_keeps_the_result_measured_so_far(
+    target: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "run.json"
+    command = subprocess.Popen(
+        [sys.executable, "-m", "socialbench.cli", "load", f"{target}/ok", "-R", "200",
+         "-d", "60s", "--warmup", "0s", "-P", "1", "-c", "4", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert command.stdout is not None
+        before: list[str] = []
+        for line in command.stdout:  # the live lines: the window has begun
+            before.append(line)
+            if line.startswith("[   2s]"):
+                break
+        command.send_signal(signal.SIGTERM)
+        output, _ = command.communicate(timeout=20)
+    finally:
+        command.kill()
+    output = "".join(before) + output
+    assert command.returncode == 130, output
+    assert "Stopped early: the window measured is" in output
+    result = LoadResult.model_validate_json(out.read_text())
+    assert result.stopped_early and 1.5 < result.window_s < 10
+    assert result.ok == result.scheduled == accounted(result) > 0
 
 
 def test_a_target_that_refuses_connections_fails_fast() -> None:
