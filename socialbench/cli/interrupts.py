@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+
+Handler = Callable[[int, FrameType | None], None]
 
 
 @contextmanager
@@ -22,12 +24,8 @@ def signals_as_interrupt() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with _handling(interrupt):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextmanager
@@ -40,9 +38,16 @@ def signals_as_stop(stop: threading.Event) -> Iterator[None]:
             raise KeyboardInterrupt
         stop.set()
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    with _handling(request_stop):
+        yield
+
+
+@contextmanager
+def _handling(handler: Handler) -> Iterator[None]:
+    """``handler`` for SIGTERM and SIGINT inside the block; the previous ones after it."""
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
