@@ -67,6 +67,18 @@ def test_a_saturated_driver_makes_the_whole_result_untrustworthy(
     assert "driver 1: send lag p99 is 9.00 ms" in result.warnings
 
 
+def test_a_driver_stopped_early_marks_the_whole_result_so(
+    parts: list[LoadResult], merged: LoadResult
+) -> None:
+    assert not merged.stopped_early
+    cut = list(parts)
+    cut[2] = parts[2].model_copy(update={"stopped_early": True,
+                                         "window_s": parts[2].window_s / 2})
+    result = merge_results(cut)
+    assert result.stopped_early
+    assert "the drivers' measured windows differ; rates use the longest" in result.warnings
+
+
 def test_timeline_adds_counts_and_keeps_the_worst_p99(parts: list[LoadResult]) -> None:
     a = parts[0].model_copy(update={"timeline": [second(1, 450, 900), second(2, 450, 800)]})
     b = parts[1].model_copy(update={"timeline": [second(1, 440, 700), second(2, 460, 1200)]})

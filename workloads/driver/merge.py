@@ -126,6 +126,7 @@ def merge_results(results: Sequence[LoadResult]) -> LoadResult:
         started_at=started_at,
         elapsed_s=(ended_at - started_at).total_seconds(),
         window_s=window_s,
+        stopped_early=any(r.stopped_early for r in results),
         offered_rps=sum(r.offered_rps for r in results),
         scheduled=scheduled,
         scheduled_rps=scheduled / window_s,
