@@ -502,11 +502,11 @@ class Ramp:
                 high = middle
         run.confirmed = False
         run.answer = None
-        candidates = sorted((s for s in run.steps if s.passed), key=lambda s: -s.rate)
+        passed = [step for step in run.steps if step.passed]
         tried: list[str] = []
-        candidate = candidates[0] if candidates else None
+        candidate = max(passed, key=lambda step: step.rate, default=None)
         while candidate is not None:
-            below = confirmation_after(candidates, candidate.rate)
+            below = confirmation_after(passed, candidate.rate)
             last = below is None or len(tried) == MAX_CONFIRM_ATTEMPTS - 1
             step = self._step(
                 run, Phase.CONFIRM, candidate.rate, duration_s=self.config.confirm_duration,
@@ -522,7 +522,7 @@ class Ramp:
             candidate = None if last else below
         if tried:
             run.stop_detail += ". Confirmation failed at " + ", ".join(tried)
-        if not candidates:
+        if not passed:
             run.stop_detail += ". No tested rate held the SLA"
 
     def _bisections(self, low: float, high: float) -> int:

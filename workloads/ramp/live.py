@@ -179,7 +179,8 @@ def print_headline(result: RampReport, console: Console) -> None:
         if held:
             console.print(f"[bold red]No rate held {sla} again in its confirmation run[/] "
                           f"(steps held up to {max(held):,.6g} req/s); the knee is lower than "
-                          "the steps showed: try a lower --max-rate or longer steps.")
+                          "the steps showed: try steps as long as the confirmation "
+                          "(--step-duration).")
         else:
             console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
     if summary.stop_reason is not None:
