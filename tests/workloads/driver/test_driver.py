@@ -163,13 +163,17 @@ def test_a_stop_ends_the_window_early_and_the_result_is_of_the_shorter_window(
     config = LoadConfig(url=f"{target}/ok", rate=500, duration_s=60, warmup_s=0.5,
                         distribution=Distribution.CONSTANT, processes=2, connections=8, seed=3)
     stop = threading.Event()
-    threading.Timer(2.5, stop.set).start()
+
+    def stop_after_3_seconds(second: SecondStats) -> None:
+        if second.second == 3:
+            stop.set()
+
     started = time.monotonic()
-    result = run_load(config, stop=stop)
+    result = run_load(config, stop_after_3_seconds, stop)
 
     assert time.monotonic() - started < 15  # not the 60 s asked
     assert result.stopped_early
-    assert 1.5 < result.window_s < 2.5, result.window_s  # from the end of the warm-up
+    assert 2.4 < result.window_s < 3.0, result.window_s  # from the end of the warm-up
     # Every request due in the shorter window was sent and answered, and only those.
     assert abs(result.scheduled - 500 * result.window_s) <= 2
     assert result.ok == result.sent == result.scheduled == accounted(result)
