@@ -121,7 +121,8 @@ def execute(job: RampJob, console: Console) -> RampReport:
         f"{config.max_error_ratio:.1%} errors"
         + (", or when the driver's result cannot be trusted (out of CPU, or send lag over "
            f"{MATERIAL_LAG_SHARE:.0%} of the SLA)" if config.stop_on_saturation else "")
-        + (f"; refine to {config.resolution:g} req/s" if config.refine else "")
+        + (f"; refine to {config.resolution:g} req/s, then confirm for "
+           f"{config.confirm_duration:g} s" if config.refine else "")
         + (f"; {config.repeat} repeats" if config.repeat > 1 else "")
     )
     if job.placement is not None:
