@@ -4,7 +4,11 @@ MongoDB ``social-graph.social-graph`` holds one document per follow edge
 ``{_id: "<follower_id>:<followee_id>", follower_id, followee_id, timestamp}``: follow
 is a plain insert (a duplicate key is an edge that exists) and unfollow a delete by
 ``_id``, the one filter FerretDB v1 (SQLite) evaluates without decoding every document
-(it plans no other index). Redis caches each
+(it plans no other index). An unfollow first records the follow it ends in
+``social-graph.ended-follows`` as ``{follower_id, followee_id, followed_at,
+unfollowed_at}`` (ms): a home timeline keeps the posts fanned out while the follow
+lasted, and the check (``socialbench check``) needs the interval to know them. No
+request reads that history. Redis caches each
 user's lists as ZSETs ``<uid>:followers`` and ``<uid>:followees`` scored by follow time
 (ms). A set loaded from MongoDB carries a marker member (score -inf) that says it is
 the whole list; a set without it (one a follow created after Redis lost the key) is
@@ -58,7 +62,9 @@ class SocialGraphService:
     """The service's logic: follow edges in MongoDB, cached per user in Redis."""
 
     def __init__(self, context: ServiceContext) -> None:
-        self.edges = context.stores.require_mongodb()["social-graph"]["social-graph"]
+        database = context.stores.require_mongodb()["social-graph"]
+        self.edges = database["social-graph"]
+        self.ended_follows = database["ended-follows"]
         self.redis = context.stores.require_redis()
         self.user = context.rpc["user"]
         self._loads: SingleFlight[tuple[int, Relation], list[int]] = SingleFlight()
@@ -84,9 +90,18 @@ class SocialGraphService:
         )
 
     async def unfollow(self, user_id: int, followee_id: int) -> None:
-        """``user_id`` no longer follows ``followee_id`` (a no-op if it did not)."""
+        """``user_id`` no longer follows ``followee_id`` (a no-op if it did not); the
+        ended follow is kept in ``ended-follows``."""
+        now = now_ms()
         edge_id = _edge_id(user_id, followee_id)
-        await self.edges.delete_one({"_id": edge_id})
+        edge = await self.edges.find_one({"_id": edge_id}, {"_id": 0, "timestamp": 1})
+        if edge is not None:
+            # Recorded before the edge goes, so that a failure in between loses no history
+            # (a retry records the follow again: overlapping intervals mean the same).
+            await self.ended_follows.insert_one({
+                "follower_id": user_id, "followee_id": followee_id,
+                "followed_at": edge["timestamp"], "unfollowed_at": now})
+            await self.edges.delete_one({"_id": edge_id})
         await self.redis.pipeline(
             ("ZREM", f"{user_id}:followees", followee_id),
             ("ZREM", f"{followee_id}:followers", user_id),

@@ -73,7 +73,8 @@ def print_result(result: CheckResult, console: Console, examples: int | None = N
         console.print(
             f"Checked {result.posts:,} posts, {result.users:,} home timelines "
             f"({result.home_timeline_entries:,} entries), {result.user_timeline_entries:,} "
-            f"user-timeline entries and {result.edges:,} follow edges ({result.scope}) in "
+            f"user-timeline entries, {result.edges:,} follow edges and "
+            f"{result.ended_follows:,} ended follows ({result.scope}) in "
             f"{result.elapsed_s:.1f} s")
         for kind, count in result.counts.items():
             console.print(f"  [red]{kind}[/]: {count:,}")

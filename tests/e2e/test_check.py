@@ -178,3 +178,133 @@ def test_a_post_missing_its_text_is_found(seeded: Seeded) -> None:
         finally:
             posts.update_one({"post_id": post_id}, {"$set": {"text": text}})
     assert seeded.check().passed
+
+
+# ---------------------------------------------------------------- follows that end
+
+# Outside the ring: LEFT unfollows FOLLOWEE for good, as in issue 29.
+FOLLOWER, FOLLOWEE, STEADY, LEFT = FIRST + 500, FIRST + 600, FIRST + 700, FIRST + 800
+
+
+@dataclass
+class Unfollowed:
+    """FOLLOWER followed FOLLOWEE, unfollowed and followed again, a post between each."""
+
+    stores: StoreAddresses
+    before: dict[str, Any]  # FOLLOWEE's posts, as the home timelines read them
+    between: dict[str, Any]
+    after: dict[str, Any]
+
+    def check(self, **options: Any) -> CheckResult:
+        return check.check(self.stores, {FOLLOWER, FOLLOWEE, STEADY, LEFT}, **options)
+
+
+@contextmanager
+def logged_in(base_url: str, user: int) -> Iterator[httpx.Client]:
+    """A client with the login cookie of ``user``, as the web pages have."""
+    with httpx.Client(base_url=base_url, headers=FORM, timeout=30) as client:
+        response = client.post("/api/user/login",
+                               content=f"username=username_{user}&password=password_{user}")
+        assert response.status_code == 302, response.text
+        yield client
+
+
+def web_post(client: httpx.Client, path: str, body: str) -> None:
+    response = client.post(path, content=body)
+    assert response.status_code == 200, (path, response.text)
+
+
+def web_home(client: httpx.Client) -> list[dict[str, Any]]:
+    response = client.get("/api/home-timeline/read", params={"start": 0, "stop": 10})
+    assert response.status_code == 200, response.text
+    posts: list[dict[str, Any]] = response.json()
+    return posts
+
+
+@pytest.fixture(scope="module")
+def unfollowed(base_url: str, stack_dir: Path) -> Unfollowed:
+    """Through the web pages' API: STEADY follows FOLLOWEE throughout; FOLLOWER (and
+    LEFT) follow, FOLLOWEE composes, FOLLOWER (and LEFT) unfollow, FOLLOWEE composes,
+    FOLLOWER follows again, FOLLOWEE composes."""
+    with httpx.Client(base_url=base_url, headers=FORM, timeout=30) as client:
+        for user in (FOLLOWER, FOLLOWEE, STEADY, LEFT):
+            response = client.post("/wrk2-api/user/register", content=register_body(user))
+            assert response.status_code == 200, response.text
+    with logged_in(base_url, FOLLOWER) as follower, logged_in(base_url, FOLLOWEE) as author, \
+            logged_in(base_url, STEADY) as steady, logged_in(base_url, LEFT) as left:
+        web_post(steady, "/api/user/follow", f"followee_id={FOLLOWEE}")
+        web_post(follower, "/api/user/follow", f"followee_name=username_{FOLLOWEE}")
+        web_post(left, "/api/user/follow", f"followee_id={FOLLOWEE}")
+        web_post(author, "/api/post/compose", "text=while followed&post_type=0")
+        web_post(follower, "/api/user/unfollow", f"followee_id={FOLLOWEE}")
+        web_post(left, "/api/user/unfollow", f"followee_name=username_{FOLLOWEE}")
+        web_post(author, "/api/post/compose", "text=while not followed&post_type=0")
+        web_post(follower, "/api/user/follow", f"followee_id={FOLLOWEE}")
+        web_post(author, "/api/post/compose", "text=followed again&post_type=0")
+        after, before = web_home(follower)  # newest first
+        posts = {post["text"]: post for post in web_home(steady)}
+        assert [post["text"] for post in web_home(left)] == ["while followed"]
+    assert (before["text"], after["text"]) == ("while followed", "followed again")
+    assert set(posts) == {"while followed", "while not followed", "followed again"}
+    return Unfollowed(local_stores(LocalStack(stack_dir)), before, posts["while not followed"],
+                      after)
+
+
+def test_posts_kept_after_an_unfollow_and_a_refollow_pass(
+    unfollowed: Unfollowed, stack_dir: Path
+) -> None:
+    result = unfollowed.check()
+    assert result.passed, result.reason
+    assert result.ended_follows >= 2
+    run = socialbench("check", "--data-dir", str(stack_dir),
+                      "--users", f"{FOLLOWER},{FOLLOWEE},{STEADY},{LEFT}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip().splitlines()[-1].startswith("Check passed")
+
+
+def test_the_unfollow_is_kept_as_an_ended_follow(unfollowed: Unfollowed) -> None:
+    with pymongo.MongoClient(unfollowed.stores.mongodb_url) as mongo:
+        [ended] = mongo["social-graph"]["ended-follows"].find(
+            {"follower_id": FOLLOWER, "followee_id": FOLLOWEE})
+        [current] = mongo["social-graph"]["social-graph"].find(
+            {"follower_id": FOLLOWER, "followee_id": FOLLOWEE})
+    posted = [int(unfollowed.before["timestamp"]), int(unfollowed.between["timestamp"]),
+              int(unfollowed.after["timestamp"])]
+    # Each request was answered before the next was sent.
+    assert ended["followed_at"] <= posted[0] <= ended["unfollowed_at"] < posted[1]
+    assert posted[1] < current["timestamp"] <= posted[2]
+
+
+def test_a_post_lost_from_a_home_timeline_after_a_refollow_is_found(
+    unfollowed: Unfollowed
+) -> None:
+    key = check.home_timeline_key(FOLLOWER)
+    post_id = int(unfollowed.after["post_id"])
+    with redis.Redis.from_url(unfollowed.stores.redis_url) as client:
+        assert client.zrem(key, post_id) == 1
+        try:
+            assert only_problem(unfollowed.check()) == (check.MISSING_FROM_HOME, FOLLOWER,
+                                                         post_id)
+        finally:
+            client.zadd(key, {str(post_id): int(unfollowed.after["timestamp"])})
+    assert unfollowed.check().passed
+
+
+def test_without_slack_the_follow_intervals_are_exact(unfollowed: Unfollowed) -> None:
+    """No slack: the post made while following is required, the one between not allowed
+    (each request was answered before the next was sent)."""
+    assert unfollowed.check(follow_slack_ms=0).passed
+    key = check.home_timeline_key(FOLLOWER)
+    before, between = int(unfollowed.before["post_id"]), int(unfollowed.between["post_id"])
+    with redis.Redis.from_url(unfollowed.stores.redis_url) as client:
+        client.zrem(key, before)
+        client.zadd(key, {str(between): int(unfollowed.between["timestamp"])})
+        try:
+            result = unfollowed.check(follow_slack_ms=0)
+        finally:
+            client.zrem(key, between)
+            client.zadd(key, {str(before): int(unfollowed.before["timestamp"])})
+    assert {(p.kind, p.user_id, p.post_id) for p in result.problems} == {
+        (check.MISSING_FROM_HOME, FOLLOWER, before),
+        (check.UNEXPECTED_IN_HOME, FOLLOWER, between)}
+    assert unfollowed.check(follow_slack_ms=0).passed

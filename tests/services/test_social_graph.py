@@ -119,6 +119,39 @@ async def test_unfollow_removes_the_edge_everywhere(app: FastAPI, client: AsyncC
     await call(client, "unfollow", user_id=a, followee_id=b)  # again: a no-op
 
 
+async def ended_follows(app: FastAPI, follower: int, followee: int) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = await graph(app).ended_follows.find(
+        {"follower_id": follower, "followee_id": followee}, {"_id": 0}).sort(
+        "followed_at").to_list()
+    return found
+
+
+async def test_an_unfollow_keeps_the_follow_it_ends_and_a_refollow_starts_anew(
+    app: FastAPI, client: AsyncClient
+) -> None:
+    a, b = new_id(), new_id()
+    await call(client, "unfollow", user_id=a, followee_id=b)  # not following: nothing kept
+    assert await ended_follows(app, a, b) == []
+    await call(client, "follow", user_id=a, followee_id=b)
+    [first] = await graph(app).edges.find({"follower_id": a, "followee_id": b}).to_list()
+    await call(client, "unfollow", user_id=a, followee_id=b)
+    [ended] = await ended_follows(app, a, b)
+    assert ended["followed_at"] == first["timestamp"] <= ended["unfollowed_at"]
+    assert ended["follower_id"] == a and ended["followee_id"] == b
+
+    await call(client, "follow", user_id=a, followee_id=b)
+    [second] = await graph(app).edges.find({"follower_id": a, "followee_id": b}).to_list()
+    assert second["timestamp"] >= ended["unfollowed_at"]
+    assert await followers(client, b) == [a]
+    assert await graph(app).redis.zscore(f"{b}:followers", str(a)) == second["timestamp"]
+    await call(client, "unfollow", user_id=a, followee_id=b)
+    again = await ended_follows(app, a, b)
+    assert [e["followed_at"] for e in again] == [first["timestamp"], second["timestamp"]]
+    assert again[0] == ended and again[1]["unfollowed_at"] >= second["timestamp"]
+    assert await followers(client, b) == []
+    assert await graph(app).edges.count_documents({"follower_id": a, "followee_id": b}) == 0
+
+
 async def test_a_redis_miss_reads_mongodb_and_refills_redis(
     app: FastAPI, client: AsyncClient
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -103,6 +104,127 @@ def test_a_follow_after_the_post_may_or_may_not_have_got_it() -> None:
     late.home_zsets[1].append((b"13", T))  # …yet has 3's older post
     assert kinds(analyse(late)) == {check.UNEXPECTED_IN_HOME: [(1, 13)]}
     assert analyse(late, follow_slack_ms=10**7).passed
+
+
+MINUTE = 60_000
+
+
+class Network:
+    """What the services leave in the stores, event by event: a follow adds an edge, an
+    unfollow moves it to the ended follows, a compose fans out to the followers then."""
+
+    def __init__(self) -> None:
+        self.edges: dict[tuple[int, int], int] = {}  # (follower, followee) -> since
+        self.ended: list[dict[str, Any]] = []
+        self.posts: list[dict[str, Any]] = []
+        self.entries: list[dict[str, Any]] = []
+        self.home: dict[int, list[tuple[bytes, float]]] = {}
+        self.post_ids = iter(range(100, 10**6))
+
+    def follow(self, follower: int, followee: int, at: int) -> None:
+        self.edges.setdefault((follower, followee), at)
+
+    def unfollow(self, follower: int, followee: int, at: int) -> None:
+        since = self.edges.pop((follower, followee), None)
+        if since is not None:
+            self.ended.append({"follower_id": follower, "followee_id": followee,
+                               "followed_at": since, "unfollowed_at": at})
+
+    def compose(self, creator: int, at: int, mentions: tuple[int, ...] = ()) -> int:
+        post_id = next(self.post_ids)
+        self.posts.append(post(post_id, creator, at, mentions))
+        self.entries.append({"user_id": creator, "post_id": post_id, "timestamp": at})
+        followers = {f for (f, followee) in self.edges if followee == creator}
+        for recipient in (followers | set(mentions)) - {creator}:
+            self.home.setdefault(recipient, []).append((str(post_id).encode(), at))
+        return post_id
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            posts=list(self.posts),
+            edges=[edge(a, b, at) for (a, b), at in self.edges.items()],
+            user_entries=list(self.entries), user_zsets={},
+            home_zsets={user: list(zset) for user, zset in self.home.items()},
+            all_whole=False, ended_follows=list(self.ended))
+
+    def home_of(self, user: int) -> set[int]:
+        return {int(member) for member, _ in self.home.get(user, [])}
+
+
+def test_posts_of_a_follow_stay_after_an_unfollow_and_a_refollow_gets_new_ones() -> None:
+    net = Network()
+    net.follow(1, 2, T)
+    net.follow(3, 2, T)
+    before = net.compose(2, T + 10 * MINUTE)
+    net.unfollow(1, 2, T + 20 * MINUTE)
+    between = net.compose(2, T + 30 * MINUTE)
+    mentioned = net.compose(2, T + 35 * MINUTE, mentions=(1,))
+    net.follow(1, 2, T + 40 * MINUTE)
+    after = net.compose(2, T + 50 * MINUTE)
+    assert net.home_of(1) == {before, mentioned, after}
+    assert net.home_of(3) == {before, between, mentioned, after}
+    result = analyse(net.snapshot())
+    assert result.passed, result.reason
+    assert (result.edges, result.ended_follows) == (2, 1)
+
+    planted = net.snapshot()  # the post made while unfollowed, delivered anyway
+    planted.home_zsets[1].append((str(between).encode(), T + 30 * MINUTE))
+    assert kinds(analyse(planted)) == {check.UNEXPECTED_IN_HOME: [(1, between)]}
+    for lost in (before, after):  # a post of either follow, lost
+        snapshot = net.snapshot()
+        snapshot.home_zsets[1] = [e for e in snapshot.home_zsets[1] if int(e[0]) != lost]
+        assert kinds(analyse(snapshot)) == {check.MISSING_FROM_HOME: [(1, lost)]}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_follows_and_unfollows_interleaved_with_composes(seed: int) -> None:
+    """Random follows, unfollows (and re-follows) and composes among five users: the
+    check passes, and finds any one post taken out of a home timeline."""
+    rng = random.Random(seed)
+    net = Network()
+    users = range(1, 6)
+    at = T
+    for _ in range(60):
+        at += rng.randrange(2, 20) * MINUTE  # events further apart than the slack
+        a, b = rng.sample(users, 2)
+        action = rng.choice(["follow", "unfollow", "compose", "compose"])
+        if action == "follow":
+            net.follow(a, b, at)
+        elif action == "unfollow":
+            net.unfollow(a, b, at)
+        else:
+            net.compose(a, at, mentions=(b,) if rng.random() < 0.2 else ())
+    assert net.ended, "the seed made no unfollow"
+    result = analyse(net.snapshot())
+    assert result.passed, result.reason
+    user = rng.choice([u for u in users if net.home.get(u)])
+    lost_member, _ = rng.choice(net.home[user])
+    snapshot = net.snapshot()
+    snapshot.home_zsets[user].remove(next(e for e in snapshot.home_zsets[user]
+                                          if e[0] == lost_member))
+    assert kinds(analyse(snapshot)) == {check.MISSING_FROM_HOME: [(user, int(lost_member))]}
+
+
+@pytest.mark.parametrize(("unfollowed_after_post", "delivered", "verdict"), [
+    (-2 * MINUTE, True, check.UNEXPECTED_IN_HOME),  # unfollowed long before the post
+    (-2 * MINUTE, False, None),
+    (-MINUTE // 2, True, None),  # within the slack: the fan-out may have seen the follow
+    (-MINUTE // 2, False, None),
+    (MINUTE // 2, True, None),  # or may have read the followers after the unfollow
+    (MINUTE // 2, False, None),
+    (2 * MINUTE, True, None),  # long after the post: the fan-out saw the follow
+    (2 * MINUTE, False, check.MISSING_FROM_HOME),
+])
+def test_an_unfollow_near_a_post_may_or_may_not_have_kept_it_out(
+    unfollowed_after_post: int, delivered: bool, verdict: str | None
+) -> None:
+    net = Network()
+    post_id = net.compose(2, T)
+    net.ended.append({"follower_id": 1, "followee_id": 2, "followed_at": T - 10 * MINUTE,
+                      "unfollowed_at": T + unfollowed_after_post})
+    net.home[1] = [(str(post_id).encode(), T)] if delivered else []
+    found = kinds(analyse(net.snapshot(), follow_slack_ms=MINUTE))
+    assert found == ({} if verdict is None else {verdict: [(1, post_id)]})
 
 
 def test_leftovers_of_undone_composes_are_counted_but_tolerated() -> None:

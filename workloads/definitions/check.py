@@ -9,16 +9,20 @@ checks what the services promise (see services/README.md, "Store layout"):
   once, at its timestamp, and only there; the Redis cache of a timeline (ZSET
   ``<user_id>``) agrees with MongoDB (and holds every entry when marked whole);
 - every home timeline (Redis ZSET ``<user_id>:home-timeline``) holds exactly the posts
-  of the user's followees and the posts mentioning the user, the user's own excepted
-  (compose fans a post out to the followers its author has then and to the users it
-  mentions; see services/home_timeline.py), each once, scored by its timestamp, so read
-  newest first.
+  of the user's followees made while the user followed them, and the posts mentioning
+  the user, the user's own excepted (compose fans a post out to the followers its author
+  has then and to the users it mentions; see services/home_timeline.py), each once,
+  scored by its timestamp, so read newest first.
 
-A follow made within ``follow_slack_ms`` after a post may or may not have got it (the
-fan-out reads the followers a moment after the post's timestamp). An unfollow leaves no
-trace in the stores, so the posts it would have left behind in a home timeline (as the
-original's) are reported as unexpected: the check assumes no unfollows, as the
-workloads make none.
+A follow is an interval: from its edge's timestamp (MongoDB ``social-graph.social-graph``)
+until now, or, once ended, from ``followed_at`` to ``unfollowed_at`` (an unfollow records
+it in ``social-graph.ended-follows``). An unfollow leaves the posts already fanned out in
+the home timeline, as the original's does, and a follow after an unfollow is a new
+interval. The fan-out reads the followers a moment after the post's timestamp, up to
+``follow_slack_ms`` later: a post is required in a follower's home timeline when the
+follow began by its timestamp and ended ``follow_slack_ms`` after it or later (or has not
+ended), and allowed when the follow began at most ``follow_slack_ms`` after it and ended
+at most ``follow_slack_ms`` before it.
 
 Some leftovers are what a failed compose is documented to leave behind (README,
 "Compose is all or nothing"), not errors of an acknowledged post, and are counted apart
@@ -32,6 +36,7 @@ not. A problem names its user and post; up to ``limit`` examples are kept per ki
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import Counter, defaultdict
@@ -112,6 +117,7 @@ class CheckResult(BaseModel):
     posts: int = Field(description="Posts checked.")
     users: int = Field(description="Home timelines checked.")
     edges: int = Field(description="Follow edges read.")
+    ended_follows: int = Field(default=0, description="Ended follows (unfollows) read.")
     user_timeline_entries: int
     home_timeline_entries: int
     counts: dict[str, int] = Field(description="Problems per kind (each fails the check).")
@@ -162,6 +168,8 @@ class Snapshot:
     user_zsets: dict[int, list[tuple[bytes, float]]]  # Redis <user_id>, ascending
     home_zsets: dict[int, list[tuple[bytes, float]]]  # Redis <user_id>:home-timeline
     all_whole: bool  # the flag: Redis holds every user timeline
+    # social-graph.ended-follows documents
+    ended_follows: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
@@ -185,6 +193,9 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
         edges = list(mongo["social-graph"]["social-graph"].find(
             {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1},
             batch_size=10_000))
+        ended_follows = list(mongo["social-graph"]["ended-follows"].find(
+            {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "followed_at": 1,
+                 "unfollowed_at": 1}, batch_size=10_000))
         user_entries = list(mongo["user-timeline"]["user-timeline"].find(
             {}, {"_id": 0, "user_id": 1, "post_id": 1, "timestamp": 1}, batch_size=10_000))
     finally:
@@ -201,7 +212,7 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
         user_zsets = _zsets(client, {user: str(user) for user in timeline_users})
     finally:
         client.close()
-    return Snapshot(posts, edges, user_entries, user_zsets, home, all_whole)
+    return Snapshot(posts, edges, user_entries, user_zsets, home, all_whole, ended_follows)
 
 
 def _timeline_keys(client: Any) -> tuple[set[int], set[int]]:
@@ -440,23 +451,19 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
                                  "whole timeline")
 
     # -- home timelines
-    followers: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for edge in snapshot.edges:
-        follower, followee = _as_id(edge.get("follower_id")), _as_id(edge.get("followee_id"))
-        stamp = _as_id(edge.get("timestamp"))
-        if follower is not None and followee is not None:
-            followers[followee].append((follower, stamp if stamp is not None else 0))
+    followers = _follow_intervals(snapshot)
     required: dict[int, set[int]] = defaultdict(set)  # user -> posts it must have
     allowed: dict[int, set[int]] = defaultdict(set)  # user -> posts it may have
     for post in posts.values():
         if post.creator is None or post.timestamp is None or post.post_id in orphans:
             continue
-        for follower, followed_at in followers.get(post.creator, ()):
+        at = post.timestamp
+        for follower, followed_at, unfollowed_at in followers.get(post.creator, ()):
             if follower == post.creator:
                 continue
-            if followed_at <= post.timestamp:
+            if followed_at <= at and at + follow_slack_ms <= unfollowed_at:
                 required[follower].add(post.post_id)
-            if followed_at <= post.timestamp + follow_slack_ms:
+            if followed_at <= at + follow_slack_ms and at <= unfollowed_at + follow_slack_ms:
                 allowed[follower].add(post.post_id)
         for mentioned in post.mentions - {post.creator}:
             required[mentioned].add(post.post_id)
@@ -488,7 +495,7 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
         for post_id in sorted(required.get(user, set()) - set(entries)):
             post = posts[post_id]
             why = ("mentions the user" if user in post.mentions
-                   else f"by user {post.creator}, whom the user follows")
+                   else f"by user {post.creator}, whom the user followed then")
             findings.add(MISSING_FROM_HOME, user, post_id, f"missing: {why}")
 
     problems = [p for kind in sorted(findings.examples) for p in findings.examples[kind]]
@@ -496,11 +503,29 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
     tolerated = {k: n for k, n in sorted(findings.counts.items()) if k in TOLERATED}
     return CheckResult(
         passed=not counts, scope=_scope(users), posts=checked_posts, users=len(home_users),
-        edges=len(snapshot.edges), user_timeline_entries=entries_read,
+        edges=len(snapshot.edges), ended_follows=len(snapshot.ended_follows),
+        user_timeline_entries=entries_read,
         home_timeline_entries=home_entries, counts=counts, tolerated=tolerated,
         problems=sorted(problems, key=lambda p: p.tolerated),
         elapsed_s=time.monotonic() - started,
     )
+
+
+def _follow_intervals(snapshot: Snapshot) -> dict[int, list[tuple[int, int, float]]]:
+    """followee -> (follower, followed_at, unfollowed_at): current follows end never."""
+    followers: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
+    for edge in snapshot.edges:
+        follower, followee = _as_id(edge.get("follower_id")), _as_id(edge.get("followee_id"))
+        stamp = _as_id(edge.get("timestamp"))
+        if follower is not None and followee is not None:
+            followers[followee].append((follower, stamp if stamp is not None else 0, math.inf))
+    for ended in snapshot.ended_follows:
+        follower, followee = _as_id(ended.get("follower_id")), _as_id(ended.get("followee_id"))
+        start, end = _as_id(ended.get("followed_at")), _as_id(ended.get("unfollowed_at"))
+        if follower is None or followee is None or start is None or end is None:
+            continue
+        followers[followee].append((follower, start, end))
+    return followers
 
 
 def _check_scores(findings: _Findings, kind: str, user: int, post: _Post,
