@@ -110,6 +110,15 @@ def ramp(
     = default("settle_cores"),
     settle_max: Annotated[str | None, typer.Option(
         help="Wait at most this long for that (default 2m, 30s with --quick).")] = None,
+    calibrate: Annotated[bool, typer.Option(
+        "--calibrate/--no-calibrate",
+        help="Measure the host's speed with fixed work before each step and after the last "
+        "(about 0.3 s each), and flag the steps around which it moved.")]
+    = default("calibrate"),
+    host_drift: Annotated[str, typer.Option(
+        help="Flag a step when the host's speed moved more than this share from the run's "
+        "start; a number that rests on a flagged step is not comparable.")]
+    = percent(default("host_drift")),
     fresh: Annotated[bool, typer.Option(
         "--fresh",
         help="Before each repeat: restart the local stack with empty stores and seed it.")]
@@ -198,6 +207,7 @@ def ramp(
             repeat=repeat, pause_s=duration(pause or profile["pause"]),
             settle_cores=settle_cores,
             settle_max_s=duration(settle_max or profile["settle_max"], "--settle-max"),
+            calibrate=calibrate, host_drift=ratio(host_drift),
         )
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -282,6 +292,8 @@ def compare(
         help="Bundles to compare; the first is the baseline.")],
     out: Annotated[Path | None, typer.Option(
         help="Where to render compare.html (default: results/compare-<UTC time>).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Compare runs at different SLAs or of different workloads.")] = False,
 ) -> None:
     """Runs side by side: max rate at the SLA, p99 at common rates, energy, and ratios."""
     from socialbench.workloads.ramp.bundle import BundleError
@@ -291,7 +303,7 @@ def compare(
     if len(directories) < 2:
         raise typer.BadParameter("give at least two bundles", param_hint="DIRECTORIES")
     try:
-        comparison = compare_bundles(directories)
+        comparison = compare_bundles(directories, force=force)
     except BundleError as exc:
         raise typer.BadParameter(str(exc), param_hint="DIRECTORIES") from None
     console = Console(highlight=False, width=max(Console().width, 140))

@@ -13,7 +13,8 @@ import pytest
 from rich.console import Console
 
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
-from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult
+from socialbench.workloads.ramp import engine
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import RampConfig, Sla
 from socialbench.workloads.ramp.job import RampJob, RampReport, execute
@@ -92,3 +93,27 @@ def refined_ramp(
         power_cmd="echo 42",  # a constant 42 W: energy per request is known
     )
     return execute(job, Console(file=io.StringIO(), width=200))
+
+
+def scripted_ramp(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch, *, step_limit: float,
+    confirm_limit: float, **changes: object,
+) -> RampConfig:
+    """A ramp whose steps hold up to ``step_limit`` req/s and whose longer confirmation runs
+    only up to ``confirm_limit`` (a knee the short steps overstate): the driver's results
+    are the capacity ramp's own, a passing or a failing one, at the rate asked, at once.
+    Not calibrated unless ``changes`` say so."""
+    (run,) = refined_ramp.outcome.runs
+    held = next(step for step in run.steps if step.passed).result
+    broke = next(step for step in run.steps if not step.passed).result
+    config = small_ramp("http://127.0.0.1:9/", refine=True, resolution_rps=2,
+                        confirm_duration_s=4.0, pause_s=0, calibrate=False)
+    config = config.model_copy(update=changes)
+
+    def scripted_load(load: LoadConfig, on_second: object = None) -> LoadResult:
+        limit = confirm_limit if load.duration_s == config.confirm_duration else step_limit
+        return (held if load.rate <= limit else broke).model_copy(
+            update={"offered_rps": load.rate})
+
+    monkeypatch.setattr(engine, "run_load", scripted_load)
+    return config

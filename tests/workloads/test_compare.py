@@ -17,10 +17,12 @@ from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
 from socialbench.workloads.ramp.compare import (
     COMPARE_PLOT,
     Comparison,
+    IncomparableError,
     compare,
     compare_ramps,
     format_ratio,
 )
+from socialbench.workloads.ramp.engine import Sla
 from socialbench.workloads.ramp.job import RampReport
 
 
@@ -68,8 +70,9 @@ def test_ratios_are_run_over_baseline(two_bundles: tuple[Path, Path]) -> None:
         assert other.p99_by_rate[rate] / base.p99_by_rate[rate] == pytest.approx(0.5)
     assert comparison.sentence(other) == (
         "faster vs capacity-200: 20% more req/s at the SLA, p99 there 34% lower, "
-        "energy per request 10% lower"
+        "energy per request 10% lower, host speed 1.00x (+0%)"
     )
+    assert comparison.differences == []
 
 
 def test_format_ratio() -> None:
@@ -119,3 +122,81 @@ def test_a_ramp_bundle_is_not_compared_with_a_cache_bundle(
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 2
     assert "cannot compare a cache-run bundle" in result.output
+
+
+def plant(directory: Path, *, manifest: dict[str, object] | None = None,
+          config: dict[str, object] | None = None, load: dict[str, object] | None = None,
+          summary: dict[str, object] | None = None) -> None:
+    """Change a copied bundle's manifest, configuration and summary in place."""
+    bundle = read_bundle(directory)
+    ramp_config = bundle.manifest.config
+    ramp_config = ramp_config.model_copy(update={
+        **(config or {}), "load": ramp_config.load.model_copy(update=load or {})})
+    new_manifest = bundle.manifest.model_copy(update={**(manifest or {}), "config": ramp_config})
+    (directory / "manifest.json").write_text(new_manifest.model_dump_json())
+    (directory / "summary.json").write_text(
+        bundle.summary.model_copy(update=summary or {}).model_dump_json())
+
+
+def test_compare_refuses_runs_at_different_slas_unless_forced(
+    two_bundles: tuple[Path, Path]
+) -> None:
+    base, other = two_bundles
+    plant(other, config={"slas": (Sla.parse("p99=2s"),)}, summary={"sla": ["p99 <= 2 s"]})
+
+    with pytest.raises(IncomparableError, match=r"SLA differs \(capacity-200: p99 <= 120 ms; "
+                                                r"faster: p99 <= 2 s\)"):
+        compare([base, other])
+    result = CliRunner().invoke(app, ["compare", str(base), str(other)], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "answer different questions" in result.output and "--force" in result.output
+
+    forced = compare([base, other], force=True)
+    assert isinstance(forced, Comparison)
+    assert [d.name for d in forced.differences] == ["SLA"]
+
+
+def test_compare_refuses_different_workloads(two_bundles: tuple[Path, Path]) -> None:
+    base, other = two_bundles
+    plant(other, load={"workload": "mixed"})
+    with pytest.raises(IncomparableError, match="workload differs"):
+        compare([base, other])
+
+
+def test_compare_lists_every_difference_that_changes_the_number(
+    two_bundles: tuple[Path, Path], tmp_path: Path
+) -> None:
+    base, other = two_bundles
+    bundle = read_bundle(other)
+    start = bundle.summary.host_calibration_start
+    assert start is not None, "the ramp calibrated the host"
+    slower = start.model_copy(update={"cpu_rounds_per_s": start.cpu_rounds_per_s * 0.6,
+                                      "memory_bytes_per_s": start.memory_bytes_per_s * 0.7})
+    dataset = bundle.manifest.dataset.model_copy(update={"users": 100_000})
+    plant(other, manifest={"dataset": dataset,
+                           "git": {"commit": "0123456789abcdef", "dirty": False}},
+          config={"step_duration_s": 60.0, "warmup_s": 10.0},
+          load={"connections": 512}, summary={"host_calibration_start": slower})
+
+    comparison = compare([base, other])
+    assert isinstance(comparison, Comparison)
+    named = {d.name: d for d in comparison.differences}
+    assert set(named) == {"step duration", "warm-up", "data", "code version",
+                          "driver settings", "host speed"}
+    assert not any(d.refuses for d in comparison.differences)
+    assert named["step duration"].values == ("2 s", "60 s")
+    assert "100,000 users" in named["data"].values[1]
+    assert "commit 0123456789ab" in named["code version"].values[1]
+    assert named["host speed"].values[0] == "1.00"
+    assert float(named["host speed"].values[1]) == pytest.approx((0.6 * 0.7) ** (1 / 3),
+                                                                 abs=0.01)
+    result = CliRunner().invoke(app, ["compare", str(base), str(other),
+                                      "--out", str(tmp_path / "out")], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    above_table = result.output.split("Baseline:")[0]
+    assert "Differences that change the number" in above_table
+    for name in named:
+        assert f"{name} differs" in above_table, name
+    assert "cpu 0.60, loopback 1.00, memory 0.70" in result.output
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert "step duration differs" in page

@@ -25,16 +25,14 @@ from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port
-from socialbench.workloads.driver import Errors, LoadConfig, LoadResult
+from socialbench.workloads.driver import Errors, LoadResult
 from socialbench.workloads.driver.verdict import Contention
-from socialbench.workloads.ramp import engine
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import (
     CONFIRM_BACKOFF,
     MAX_CONFIRM_ATTEMPTS,
     Phase,
     Ramp,
-    RampConfig,
     RampObserver,
     RampOutcome,
     RampRun,
@@ -47,7 +45,13 @@ from socialbench.workloads.ramp.engine import (
 from socialbench.workloads.ramp.job import RampJob, RampReport, execute
 from socialbench.workloads.ramp.live import print_headline
 from socialbench.workloads.ramp.resources import ResourceSampler
-from tests.workloads.conftest import CAPACITY_RPS, RESOLUTION_RPS, CapacityServer, small_ramp
+from tests.workloads.conftest import (
+    CAPACITY_RPS,
+    RESOLUTION_RPS,
+    CapacityServer,
+    scripted_ramp,
+    small_ramp,
+)
 
 
 def only_run(ramp: RampReport) -> RampRun:
@@ -101,32 +105,10 @@ def test_refine_lands_within_the_resolution_of_the_knee(refined_ramp: RampReport
     assert 0 < failing - passing <= RESOLUTION_RPS
 
 
-def scripted_ramp(
-    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch, *, step_limit: float,
-    confirm_limit: float,
-) -> RampConfig:
-    """A ramp whose steps hold up to ``step_limit`` req/s and whose longer confirmation runs
-    only up to ``confirm_limit`` (a knee the short steps overstate): the driver's results
-    are the capacity ramp's own, a passing or a failing one, at the rate asked."""
-    steps = only_run(refined_ramp).steps
-    held = next(step for step in steps if step.passed).result
-    broke = next(step for step in steps if not step.passed).result
-    config = small_ramp("http://127.0.0.1:9/", refine=True, resolution_rps=2,
-                        confirm_duration_s=4.0, pause_s=0)
-
-    def scripted_load(load: LoadConfig, on_second: object = None) -> LoadResult:
-        limit = confirm_limit if load.duration_s == config.confirm_duration else step_limit
-        return (held if load.rate <= limit else broke).model_copy(
-            update={"offered_rps": load.rate})
-
-    monkeypatch.setattr(engine, "run_load", scripted_load)
-    return config
-
-
-def test_a_failed_confirmation_backs_off_past_the_rates_just_below_it(
+def test_a_failed_confirmation_tries_the_next_passing_rate_then_backs_off(
     refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=300, confirm_limit=230)
+    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=300, confirm_limit=280)
     (run,) = Ramp(config).run().runs
 
     confirmations = [step for step in run.steps if step.phase is Phase.CONFIRM]
@@ -135,16 +117,39 @@ def test_a_failed_confirmation_backs_off_past_the_rates_just_below_it(
     assert max(passing) <= 300 < min(
         step.rate for step in run.steps if step.phase is not Phase.CONFIRM and not step.passed)
     assert confirmations[0].rate == max(passing)
-    for failed, after in itertools.pairwise(confirmations):
+    first, second, *_ = confirmations
+    # One failure gives away one passing rate at most (a resolution, at the knee) ...
+    assert not first.passed
+    assert second.rate == max(r for r in passing if r < first.rate)
+    # ... a second failure backs off past the rates just below it.
+    for failed, after in itertools.pairwise(confirmations[1:]):
         assert not failed.passed
-        # The highest passing rate at least the back-off below the failed one, not the
-        # bisection's rates a resolution below it.
         assert after.rate == max(r for r in passing if r <= failed.rate * (1 - CONFIRM_BACKOFF))
-    assert len(confirmations) <= MAX_CONFIRM_ATTEMPTS
+    assert len(confirmations) == MAX_CONFIRM_ATTEMPTS
     assert run.confirmed and run.answer is confirmations[-1]
-    assert run.answer.rate == max(r for r in passing if r <= 230)
+    assert run.answer.rate <= 280
     assert "Confirmation failed at" in run.stop_detail
     assert all(f"{step.rate:,.6g} req/s (" in run.stop_detail for step in confirmations[:-1])
+    lowest_failed = min(step.rate for step in run.steps
+                        if step.phase is not Phase.CONFIRM and not step.passed)
+    assert run.lowest_failed_rps == lowest_failed
+    assert run.gap_below_failure == pytest.approx(1 - run.answer.rate / lowest_failed)
+
+
+def test_a_confirmation_failed_once_gives_away_one_resolution(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The case of the issue: 1,050 failed its confirmation, 1,000 had passed its step and
+    would have held; the answer is 1,000, not the back-off's 800."""
+    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=300, confirm_limit=299)
+    (run,) = Ramp(config).run().runs
+
+    confirmations = [step for step in run.steps if step.phase is Phase.CONFIRM]
+    passing = sorted(step.rate for step in run.steps
+                     if step.phase is not Phase.CONFIRM and step.passed)
+    assert [step.passed for step in confirmations] == [False, True]
+    assert confirmations[1].rate == passing[-2]
+    assert confirmations[0].rate - confirmations[1].rate <= config.resolution
 
 
 def test_a_ramp_whose_confirmations_all_fail_says_its_steps_overstated_the_knee(

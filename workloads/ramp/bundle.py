@@ -3,12 +3,14 @@
     manifest.json      what ran, where, on what: version, git, configuration, command
                        line, dataset and seed, hardware, software versions
     steps.json         one record per step (offered, achieved, errors by kind, latency
-                       percentiles, send lag, SLA verdict, CPU and memory, energy)
+                       percentiles, send lag, SLA verdict, CPU and memory, energy, the
+                       host's speed measured before it and whether it moved)
     steps.csv          the same, one flat row per step
     resources.csv      CPU seconds and peak memory per component per step
     latency-by-service.csv  with ramp --trace-ratio: each service's exclusive time (p50,
                        p99) per endpoint per step, from the traces (also in steps.json)
-    summary.json       the answer: max rate at the SLA and its p99, per repeat and overall
+    summary.json       the answer: max rate at the SLA and its p99, per repeat and overall,
+                       and whether the host's speed held while it was found
     histograms/*.hlog  one HdrHistogram interval log per step (latency from the intended
                        send time, µs)
     raw/*.json         the driver's full result per step (every histogram, the timeline)
@@ -44,6 +46,7 @@ from socialbench.workloads.ramp.bottleneck import (
     find_bottleneck,
     usable_cores,
 )
+from socialbench.workloads.ramp.calibration import Calibration
 from socialbench.workloads.ramp.engine import (
     Phase,
     RampConfig,
@@ -186,6 +189,30 @@ class EnergyRecord(Strict):
     requests_per_joule: float | None = Field(description="(req/s) per watt.")
 
 
+class HostSpeedRecord(Strict):
+    """The host's speed measured with fixed work just before a step
+    (workloads/ramp/calibration.py), against the run's first measurement."""
+
+    calibration: Calibration
+    speed: float = Field(description="Geometric mean of the parts' ratios to the run's "
+                                     "first calibration (1.0: as fast; 0.8: a fifth slower).")
+    parts: dict[str, float] = Field(description="cpu, loopback and memory: each part's "
+                                                "ratio to the run's first calibration.")
+    flagged: bool = Field(description="The speed before the step, or after it (the next "
+                                      "calibration), moved more than the ramp's host_drift "
+                                      "from the run's first: the step may measure the host.")
+
+
+def host_speed_record(calibration: Calibration | None, reference: Calibration | None,
+                      drift: float) -> HostSpeedRecord | None:
+    if calibration is None or reference is None:
+        return None
+    speed = calibration.speed_relative_to(reference)
+    return HostSpeedRecord(calibration=calibration, speed=speed,
+                           parts=calibration.ratios_to(reference),
+                           flagged=abs(speed - 1) > drift)
+
+
 class BottleneckRecord(Strict):
     """What limited the step, from its per-process CPU (workloads/ramp/bottleneck.py)."""
 
@@ -293,6 +320,9 @@ class StepRecord(Strict):
     settle: SettleRecord | None = Field(
         default=None, description="The wait for an idle target before the step; None: not "
                                   "waited for (its processes unseen, or settle_cores 0).")
+    host: HostSpeedRecord | None = Field(
+        default=None, description="The host's speed measured before the step; None: not "
+                                  "calibrated (ramp --no-calibrate, or an older bundle).")
 
 
 class Answer(Strict):
@@ -315,6 +345,18 @@ class RepeatSummary(Strict):
     refined: bool
     confirmed: bool | None
     steps: int
+    lowest_failed_rps: float | None = Field(
+        default=None, description="The lowest rate whose ramp or bisection step failed.")
+    gap_below_failure: float | None = Field(
+        default=None, description="1 - answer / lowest_failed_rps: how far below the knee "
+                                  "the steps saw the answer is.")
+    host_speed: float | None = Field(
+        default=None, description="The host's speed at the repeat's first step, against the "
+                                  "run's first calibration.")
+    host_moved: list[str] = Field(
+        default_factory=list, description="Steps that decided the answer (the answer's, "
+                                          "and every failed one) while the host's speed "
+                                          "had moved: the answer then measures the host too.")
 
 
 class Summary(Strict):
@@ -349,6 +391,22 @@ class Summary(Strict):
         default=None, description="The stores checked after the run (socialbench check): "
                                   "posts stored and complete, timelines exactly right; None "
                                   "when not checked (not the local stack, or interrupted).")
+    host_calibration_start: Calibration | None = Field(
+        default=None, description="The host's speed before the first step (what another "
+                                  "host's run is compared with).")
+    host_calibration_end: Calibration | None = Field(
+        default=None, description="... and after the last step.")
+    host_speed_end: float | None = Field(
+        default=None, description="The end's speed against the start's.")
+    host_drift: float | None = Field(
+        default=None, description="The share of the start's speed a step may move before "
+                                  "it is flagged.")
+    calibration_seconds: float = Field(
+        default=0.0, description="Wall time the ramp spent calibrating the host.")
+    comparable: bool = Field(
+        default=True, description="False: the host's speed moved at a step that decided the "
+                                  "best repeat's answer (see not_comparable).")
+    not_comparable: str = Field(default="", description="Why the number is not comparable.")
 
 
 def _ms(stats: LatencyStats, keys: tuple[str, ...] = LATENCY_KEYS) -> dict[str, float]:
@@ -476,20 +534,51 @@ def _answer(run: RampRun, records: dict[str, StepRecord]) -> Answer | None:
     )
 
 
+def deciding_steps(run: RampRun) -> list[StepRun]:
+    """The steps a repeat's answer rests on: the answer's own, and every failed step (each
+    set the knee below its rate)."""
+    return [step for step in run.steps if step is run.answer or not step.passed]
+
+
+def host_moved(run: RampRun, records: dict[str, StepRecord]) -> list[str]:
+    """The deciding steps of ``run`` that the host's calibration flagged, as
+    ``<step> (speed 0.78)``."""
+    moved = []
+    for step in deciding_steps(run):
+        host = records[step.name].host if step.name in records else None
+        if host is not None and host.flagged:
+            moved.append(f"{step.name} (speed {host.speed:.2f})")
+    return moved
+
+
+def _repeat_summary(run: RampRun, records: dict[str, StepRecord]) -> RepeatSummary:
+    first = records.get(run.steps[0].name) if run.steps else None
+    return RepeatSummary(
+        repeat=run.repeat, answer=_answer(run, records), stop_reason=run.stop_reason,
+        stop_detail=run.stop_detail, refined=run.refined, confirmed=run.confirmed,
+        steps=len(run.steps), lowest_failed_rps=run.lowest_failed_rps,
+        gap_below_failure=run.gap_below_failure,
+        host_speed=first.host.speed if first and first.host else None,
+        host_moved=host_moved(run, records),
+    )
+
+
 def summarize(label: str, config: RampConfig, outcome: RampOutcome,
               records: list[StepRecord]) -> Summary:
     """summary.json of a finished (or interrupted) ramp."""
     by_name = {record.name: record for record in records}
-    repeats = [
-        RepeatSummary(
-            repeat=run.repeat, answer=_answer(run, by_name), stop_reason=run.stop_reason,
-            stop_detail=run.stop_detail, refined=run.refined, confirmed=run.confirmed,
-            steps=len(run.steps),
-        )
-        for run in outcome.runs
-    ]
+    repeats = [_repeat_summary(run, by_name) for run in outcome.runs]
     best_run = outcome.best
     best = _answer(best_run, by_name) if best_run else None
+    calibrations = [r.host.calibration for r in records if r.host is not None]
+    start = calibrations[0] if calibrations else None
+    end = outcome.final_calibration
+    moved = next((r.host_moved for r in repeats if best_run and r.repeat == best_run.repeat),
+                 [])
+    not_comparable = (
+        f"the host's speed moved more than {config.host_drift:.0%} from the run's start at "
+        f"the steps that decided it: {', '.join(moved)}; the number measures the host's "
+        "change too (run again on a quiet host)" if moved else "")
     reference = best_run or (outcome.runs[0] if outcome.runs else None)
     energy_notes = sorted({r.energy.note for r in records if not r.energy.available})
     resource_notes = sorted({r.resources.note for r in records if not r.resources.available})
@@ -514,6 +603,14 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
         },
         energy_note="; ".join(energy_notes) or "measured",
         resources_note="; ".join(resource_notes) or "measured",
+        host_calibration_start=start,
+        host_calibration_end=end,
+        host_speed_end=end.speed_relative_to(start) if start and end else None,
+        host_drift=config.host_drift if config.calibrate else None,
+        calibration_seconds=sum(c.seconds for c in calibrations)
+        + (end.seconds if end else 0.0),
+        comparable=not moved,
+        not_comparable=not_comparable,
     )
 
 
@@ -546,6 +643,7 @@ CSV_COLUMNS = (
     "send_lag_share_of_sla",
     "stack_cpu_seconds", "cpu_ms_per_request", "energy_joules", "joules_per_request",
     "driver_cpu_seconds", "histogram_log", "settle_s", "settle_busy_cores",
+    "host_speed", "host_cpu_ratio", "host_loopback_ratio", "host_memory_ratio", "host_flagged",
 )
 
 
@@ -581,6 +679,11 @@ def csv_row(record: StepRecord) -> dict[str, Any]:
         "histogram_log": record.histogram_log,
         "settle_s": record.settle.waited_s if record.settle else None,
         "settle_busy_cores": record.settle.first_busy_cores if record.settle else None,
+        "host_speed": record.host.speed if record.host else None,
+        "host_cpu_ratio": record.host.parts["cpu"] if record.host else None,
+        "host_loopback_ratio": record.host.parts["loopback"] if record.host else None,
+        "host_memory_ratio": record.host.parts["memory"] if record.host else None,
+        "host_flagged": record.host.flagged if record.host else None,
     }
     row.update({f"p{key}_ms": record.latency_ms[key] for key in LATENCY_KEYS})
     return {key: "" if row[key] is None else row[key] for key in CSV_COLUMNS}
@@ -652,6 +755,7 @@ class BundleWriter(RampObserver):
         self.directory = directory
         self.manifest = manifest
         self.records: list[StepRecord] = []
+        self.reference: Calibration | None = None  # the run's first calibration
         # A step's latency by service, when its traces are collected (ramp --trace-ratio).
         self.latency_by_service: Callable[[StepRun], LatencyByService] | None = None
         directory.mkdir(parents=True, exist_ok=False)
@@ -662,6 +766,12 @@ class BundleWriter(RampObserver):
 
     def step_finished(self, step: StepRun) -> None:
         record = step_record(step, self.manifest.stack, self.manifest.hardware.get("usable_cores"))
+        if self.reference is None:
+            self.reference = step.calibration
+        record.host = host_speed_record(step.calibration, self.reference,
+                                        self.manifest.config.host_drift)
+        if record.host is not None and record.host.flagged and self.records:
+            self._flag_last()  # the last step ran between its calibration and this one
         if self.latency_by_service is not None:
             record.latency_by_service = self.latency_by_service(step)
             _write_csv(self.directory / SERVICE_TIME_CSV, SERVICE_TIME_COLUMNS, [
@@ -672,6 +782,14 @@ class BundleWriter(RampObserver):
         self.records.append(record)
         (self.directory / record.raw_result).write_text(step.result.model_dump_json())
         write_histogram_log(self.directory / record.histogram_log, step)
+        self._write_steps()
+
+    def _flag_last(self) -> None:
+        last = self.records[-1].host
+        if last is not None:
+            last.flagged = True
+
+    def _write_steps(self) -> None:
         _write_json(self.directory / STEPS_JSON, self.records)
         _write_csv(self.directory / STEPS_CSV, CSV_COLUMNS,
                    [csv_row(r) for r in self.records])
@@ -679,11 +797,13 @@ class BundleWriter(RampObserver):
                    _resource_rows(self.records))
 
     def finish(self, outcome: RampOutcome, check: CheckResult | None = None) -> Summary:
-        """Write summary.json (and empty step files when no step ran), with ``check``."""
-        if not self.records:
-            _write_json(self.directory / STEPS_JSON, self.records)
-            _write_csv(self.directory / STEPS_CSV, CSV_COLUMNS, [])
-            _write_csv(self.directory / RESOURCES_CSV, RESOURCE_COLUMNS, [])
+        """Write summary.json (and the step files again, or empty when no step ran), with
+        ``check``."""
+        final = outcome.final_calibration
+        if final is not None and self.reference is not None and self.records and abs(
+                final.speed_relative_to(self.reference) - 1) > self.manifest.config.host_drift:
+            self._flag_last()
+        self._write_steps()
         summary = summarize(self.manifest.label, self.manifest.config, outcome, self.records)
         if check is not None:
             summary = summary.model_copy(update={"check": check})

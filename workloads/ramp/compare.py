@@ -5,6 +5,12 @@ ratio, p99 at that rate, p99 at the offered rates every run measured and its rat
 energy (and CPU) per request. Each bundle contributes its best repeat (the one its
 headline comes from). Printed as tables, and rendered as ``compare.html`` + PNG + JSON.
 
+Above the tables, every setting that differs between the runs and changes the number
+(:mod:`.differences`); runs at different SLAs or of different workloads are refused
+unless forced. Beside the ratio of max rates stands the ratio of the hosts' speeds as
+their calibrations measured it (fixed work before the first step), so a reader sees
+whether a 20% difference is the microservices or the raw cores.
+
 The kind of every bundle is read from its manifest: ramp bundles are compared here,
 cache bundles (``cache run`` or ``cache scale``) by :mod:`.cachecompare`; bundles of
 different kinds cannot be compared.
@@ -32,6 +38,12 @@ from rich.table import Table
 
 from socialbench.workloads.cache.energy import format_joules
 from socialbench.workloads.ramp.bundle import MANIFEST, Bundle, BundleError, read_bundle
+from socialbench.workloads.ramp.differences import (
+    Difference,
+    differences,
+    host_speed_ratio,
+    refusals,
+)
 from socialbench.workloads.ramp.engine import format_ms
 from socialbench.workloads.ramp.report import log_tick_label
 
@@ -116,6 +128,7 @@ def format_ratio(value: float | None) -> str:
 @dataclass
 class Comparison:
     runs: list[RunNumbers]
+    differences: list[Difference] = field(default_factory=list)
 
     @property
     def baseline(self) -> RunNumbers:
@@ -138,6 +151,24 @@ class Comparison:
     def energy_ratio(self, run: RunNumbers) -> float | None:
         return ratio(run.joules_per_request, self.baseline.joules_per_request)
 
+    def host_ratio(self, run: RunNumbers) -> float | None:
+        """The run's host speed over the baseline's, from their first calibrations."""
+        return host_speed_ratio(run.bundle, self.baseline.bundle)
+
+    def host_part_ratios(self, run: RunNumbers) -> dict[str, float] | None:
+        mine = run.bundle.summary.host_calibration_start
+        theirs = self.baseline.bundle.summary.host_calibration_start
+        return mine.ratios_to(theirs) if mine and theirs else None
+
+    def difference_lines(self) -> list[str]:
+        """Each difference in a sentence, and each run whose own number is not comparable."""
+        labels = [run.label for run in self.runs]
+        lines = [difference.describe(labels) for difference in self.differences]
+        lines.extend(f"{run.label} is not comparable on its own: "
+                     f"{run.bundle.summary.not_comparable}"
+                     for run in self.runs if not run.bundle.summary.comparable)
+        return lines
+
     def sentence(self, run: RunNumbers) -> str:
         """The seed documents' phrasing: "20% more req/s at the SLA, p99 34% lower"."""
         parts = []
@@ -152,12 +183,19 @@ class Comparison:
         if energy is not None:
             parts.append(f"energy per request {abs(energy - 1):.0%} "
                          f"{'higher' if energy >= 1 else 'lower'}")
+        host = self.host_ratio(run)
+        if host is not None and parts:
+            parts.append(f"host speed {format_ratio(host)}")
         detail = ", ".join(parts) or "no common answer to compare"
         return f"{run.label} vs {self.baseline.label}: {detail}"
 
     def to_json(self) -> dict[str, object]:
         return {
             "baseline": self.baseline.label,
+            "differences": [
+                {"name": d.name, "values": list(d.values), "refuses": d.refuses, "why": d.why}
+                for d in self.differences
+            ],
             "runs": [
                 {
                     "label": run.label,
@@ -171,6 +209,9 @@ class Comparison:
                     "joules_per_request": run.joules_per_request,
                     "energy_ratio": self.energy_ratio(run),
                     "cpu_ms_per_request": run.cpu_ms_per_request,
+                    "host_speed_ratio": self.host_ratio(run),
+                    "host_part_ratios": self.host_part_ratios(run),
+                    "comparable": run.bundle.summary.comparable,
                     "p99_at_common_rates_ms": {
                         f"{rate:g}": run.p99_by_rate[rate] for rate in self.common_rates
                     },
@@ -185,7 +226,11 @@ class Comparison:
         }
 
 
-def compare(directories: Sequence[Path]) -> Comparison | CacheComparison:
+class IncomparableError(BundleError):
+    """Bundles that answer different questions (SLA, workload); --force compares anyway."""
+
+
+def compare(directories: Sequence[Path], force: bool = False) -> Comparison | CacheComparison:
     """Read the bundles (the first is the baseline); all must be of one kind."""
     kinds = [bundle_kind(directory) for directory in directories]
     for directory, kind in zip(directories[1:], kinds[1:], strict=True):
@@ -198,12 +243,22 @@ def compare(directories: Sequence[Path]) -> Comparison | CacheComparison:
         from socialbench.workloads.ramp.cachecompare import compare_cache
 
         return compare_cache(directories)
-    return compare_ramps(directories)
+    return compare_ramps(directories, force)
 
 
-def compare_ramps(directories: Sequence[Path]) -> Comparison:
-    """Read ramp bundles (the first is the baseline)."""
-    return Comparison([RunNumbers.of(read_bundle(directory)) for directory in directories])
+def compare_ramps(directories: Sequence[Path], force: bool = False) -> Comparison:
+    """Read ramp bundles (the first is the baseline); refuse, unless ``force``, bundles
+    measured against different SLAs or of different workloads."""
+    bundles = [read_bundle(directory) for directory in directories]
+    found = differences(bundles)
+    refused = refusals(found)
+    if refused and not force:
+        labels = [bundle.label for bundle in bundles]
+        raise IncomparableError(
+            "these runs answer different questions: "
+            + "; ".join(d.describe(labels) for d in refused)
+            + " (--force compares them anyway)")
+    return Comparison([RunNumbers.of(bundle) for bundle in bundles], found)
 
 
 def _rate(value: float | None) -> str:
@@ -228,13 +283,23 @@ def headline_rows(comparison: Comparison) -> list[list[str]]:
             format_latency(run.p99_ms), format_ratio(comparison.p99_ratio(run)),
             format_energy(run.joules_per_request), format_ratio(comparison.energy_ratio(run)),
             "—" if run.cpu_ms_per_request is None else f"{run.cpu_ms_per_request:.3g}",
+            host_speed_text(comparison, run),
         ]
         for run in comparison.runs
     ]
 
 
+def host_speed_text(comparison: Comparison, run: RunNumbers) -> str:
+    """``0.82x (-18%): cpu 0.80, loopback 0.85, memory 0.81``, or why there is none."""
+    parts = comparison.host_part_ratios(run)
+    if parts is None:
+        return "not calibrated"
+    overall = format_ratio(comparison.host_ratio(run))
+    return f"{overall}: " + ", ".join(f"{name} {value:.2f}" for name, value in parts.items())
+
+
 HEADLINE_COLUMNS = ["run", "machine", "SLA", "max req/s at SLA", "ratio", "p99 there", "ratio",
-                    "energy / request", "ratio", "CPU ms / request"]
+                    "energy / request", "ratio", "CPU ms / request", "host speed ratio"]
 
 
 def common_rate_rows(comparison: Comparison) -> list[list[str]]:
@@ -264,6 +329,14 @@ def print_comparison(comparison: Comparison | CacheComparison, console: Console)
     if not isinstance(comparison, Comparison):
         comparison.print_to(console)
         return
+    lines = comparison.difference_lines()
+    if lines:
+        console.print("[bold yellow]Differences that change the number:[/]")
+        for line in lines:
+            console.print(f"  - {line}", soft_wrap=True)
+    else:
+        console.print("Same SLA, workload, steps, placement, data, store layout, code, "
+                      "driver settings, and host speed within its drift.")
     table = Table(*HEADLINE_COLUMNS, title=f"Baseline: {comparison.baseline.label}")
     for row in headline_rows(comparison):
         table.add_row(*row)
@@ -358,8 +431,11 @@ def render_comparison(comparison: Comparison | CacheComparison, directory: Path)
     sources = html_sources([(r.label, r.bundle.directory) for r in comparison.runs])
     rates = (html_table(common_rate_columns(comparison), common_rate_rows(comparison))
              if comparison.common_rates else "<p>No offered rate is common to every run.</p>")
+    differing = "".join(f"<li>{html.escape(line)}</li>" for line in comparison.difference_lines())
     body = f"""<p>Baseline: <b>{html.escape(comparison.baseline.label)}</b>; ratios are run /
 baseline. Each run contributes its best repeat. {datetime.now(UTC):%Y-%m-%d %H:%M UTC}</p>
+<h2>Differences that change the number</h2>
+<ul id="differences">{differing or "<li>none</li>"}</ul>
 <ul>{sentences}</ul>
 <h2>Max rate at the SLA</h2>
 {html_table(HEADLINE_COLUMNS, headline_rows(comparison))}

@@ -16,12 +16,19 @@ rate by ``step_rate`` and repeat, and stop at the first step that fails:
 The answer is the last passing step. With ``refine`` the rate is then bisected between
 the last passing and the first failing rate down to ``resolution``, and the answer is
 confirmed by one longer run (latency under load is not monotonic in the rate; MLPerf's
-server scenario does the same). If that run fails, the highest passing rate at least
-``CONFIRM_BACKOFF`` lower is tried, up to ``MAX_CONFIRM_ATTEMPTS`` runs in all: the passing
-rates just below a failed one (the bisection's, a resolution apart) are as much past the
-knee for a longer run, and trying them one by one used the attempts and found none.
+server scenario does the same). If that run fails, the next is the highest rate that
+passed below it, whatever the gap (so the answer never gives away more than one
+resolution for a run that failed once); if that fails too, the highest passing rate at
+least ``CONFIRM_BACKOFF`` lower, up to ``MAX_CONFIRM_ATTEMPTS`` runs in all: the passing
+rates just below two failed ones are as much past the knee for a longer run, and trying
+them one by one used the attempts and found none.
 ``repeat`` runs the whole ramp again (after ``reset``, e.g. a fresh, re-seeded stack) and
 the repeats' answers give the best, the median and the coefficient of variation.
+
+Before the first step, in the settle before every step (the target idle by then), and
+after the last, the host's speed is measured with fixed work (:mod:`.calibration`) and
+recorded with the step that follows; the bundle flags the steps around which it moved
+more than ``host_drift`` from the run's first measurement.
 
 Each step starts on an idle target. A failed step can leave work queued in the target
 that outlives the driver's requests (its services go on with requests whose clients
@@ -45,6 +52,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
 from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE, Contention, lag_is_material
+from socialbench.workloads.ramp.calibration import (
+    Calibration,
+    CalibrationError,
+    calibrate,
+    calibrate_start,
+)
 from socialbench.workloads.ramp.energy import EnergyMeter, EnergyReading
 from socialbench.workloads.ramp.resources import ComponentUsage, ResourceSampler
 
@@ -157,6 +170,12 @@ class RampConfig(BaseModel):
     settle_max_s: float = Field(
         default=120.0, ge=0, description="Wait at most this long; then the step starts anyway "
                                          "(recorded with it).")
+    calibrate: bool = Field(
+        default=True, description="Measure the host's speed before each step and after the "
+                                  "last (about 0.3 s each; workloads/ramp/calibration.py).")
+    host_drift: float = Field(
+        default=0.10, gt=0, description="Flag a step when the host's speed moved more than "
+                                        "this share from the run's first measurement.")
 
     @property
     def resolution(self) -> float:
@@ -302,6 +321,7 @@ class StepRun:
     responses_in_span: int  # every response in that time, warm-up included
     slas: tuple[Sla, ...] = ()  # what it was judged against
     settle: Settle | None = None  # None: not waited for (no process list, or settle_cores 0)
+    calibration: Calibration | None = None  # the host's speed just before the step
 
     @property
     def rate(self) -> float:
@@ -333,12 +353,27 @@ class RampRun:
     def max_rate_rps(self) -> float | None:
         return self.answer.rate if self.answer else None
 
+    @property
+    def lowest_failed_rps(self) -> float | None:
+        """The lowest rate whose ramp or bisection step failed: where the knee was seen."""
+        return min((step.rate for step in self.steps
+                    if not step.passed and step.phase is not Phase.CONFIRM), default=None)
+
+    @property
+    def gap_below_failure(self) -> float | None:
+        """How far below the lowest failed rate the answer is, as a share of that rate."""
+        failed = self.lowest_failed_rps
+        if self.answer is None or not failed:
+            return None
+        return 1 - self.answer.rate / failed
+
 
 @dataclass
 class RampOutcome:
     """Every repeat, and the statistics of their answers."""
 
     runs: list[RampRun]
+    final_calibration: Calibration | None = None  # the host's speed after the last step
 
     @property
     def answers(self) -> list[float]:
@@ -401,12 +436,17 @@ def no_sampler() -> tuple[ResourceSampler | None, str]:
     return None, "no process list of the target was given"
 
 
-def confirmation_after(passed: Sequence[StepRun], failed_rps: float) -> StepRun | None:
-    """The step to confirm after a confirmation at ``failed_rps`` failed: the highest of
-    ``passed`` at least :data:`CONFIRM_BACKOFF` lower, if any."""
-    ceiling = failed_rps * (1 - CONFIRM_BACKOFF)
-    return max((step for step in passed if step.rate <= ceiling), key=lambda s: s.rate,
-               default=None)
+def confirmation_after(passed: Sequence[StepRun], failed_rps: float,
+                       failures: int = 1) -> StepRun | None:
+    """The step to confirm after ``failures`` confirmations failed, the last at
+    ``failed_rps``: after the first, the highest of ``passed`` below it; after more, the
+    highest at least :data:`CONFIRM_BACKOFF` lower; None when there is none."""
+    if failures == 1:
+        below = [step for step in passed if step.rate < failed_rps]
+    else:
+        ceiling = failed_rps * (1 - CONFIRM_BACKOFF)
+        below = [step for step in passed if step.rate <= ceiling]
+    return max(below, key=lambda step: step.rate, default=None)
 
 
 class Ramp:
@@ -420,6 +460,8 @@ class Ramp:
         power_cmd: str | None = None,
         reset: ResetHook | None = None,
         observers: Sequence[RampObserver] = (),
+        calibrator: Callable[[], Calibration] = calibrate,
+        start_calibrator: Callable[[], Calibration] = calibrate_start,
     ) -> None:
         if config.load.seed is None:
             config = config.model_copy(
@@ -430,6 +472,9 @@ class Ramp:
         self.power_cmd = power_cmd
         self.reset = reset
         self.observers = list(observers)
+        self.calibrator = calibrator
+        self.start_calibrator = start_calibrator
+        self._calibrated = False
         self._runs_started = 0
 
     def run(self) -> RampOutcome:
@@ -452,7 +497,11 @@ class Ramp:
                 observer.repeat_finished(run)
             if run.stop_reason is StopReason.INTERRUPTED:
                 break
-        return RampOutcome(runs)
+        final = None
+        if runs and runs[-1].stop_reason is not StopReason.INTERRUPTED:
+            with contextlib.suppress(KeyboardInterrupt):
+                final = self._calibrate()
+        return RampOutcome(runs, final_calibration=final)
 
     # ------------------------------------------------------------------ the procedure
 
@@ -506,7 +555,7 @@ class Ramp:
         tried: list[str] = []
         candidate = max(passed, key=lambda step: step.rate, default=None)
         while candidate is not None:
-            below = confirmation_after(passed, candidate.rate)
+            below = confirmation_after(passed, candidate.rate, failures=len(tried) + 1)
             last = below is None or len(tried) == MAX_CONFIRM_ATTEMPTS - 1
             step = self._step(
                 run, Phase.CONFIRM, candidate.rate, duration_s=self.config.confirm_duration,
@@ -557,6 +606,7 @@ class Ramp:
         if run.steps and config.pause_s:
             time.sleep(config.pause_s)
         settle = self._settle()
+        calibration = self._calibrate()
         plan = StepPlan(run.repeat, config.repeat, len(run.steps) + 1, phase, load, runs_left)
         for observer in self.observers:
             observer.step_started(plan)
@@ -589,6 +639,7 @@ class Ramp:
             responses_in_span=sum(second.completed for second in result.timeline),
             slas=config.slas,
             settle=settle,
+            calibration=calibration,
         )
         run.steps.append(step)
         for observer in self.observers:
@@ -626,6 +677,19 @@ class Ramp:
         for observer in self.observers:
             observer.note(message)
         return settle
+
+    def _calibrate(self) -> Calibration | None:
+        """The host's speed now, when the config asks for it (None when it could not run)."""
+        if not self.config.calibrate:
+            return None
+        try:
+            measure = self.calibrator if self._calibrated else self.start_calibrator
+            self._calibrated = True
+            return measure()
+        except CalibrationError as exc:
+            for observer in self.observers:
+                observer.note(f"[yellow]the host's calibration did not run: {exc}[/]")
+            return None
 
     def _on_second(self, stats: SecondStats) -> None:
         for observer in self.observers:

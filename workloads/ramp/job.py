@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from socialbench.workloads.ramp.energy import rapl_domains
 from socialbench.workloads.ramp.engine import (
     Ramp,
     RampConfig,
+    RampObserver,
     RampOutcome,
     ResetHook,
     SamplerFactory,
@@ -66,6 +67,8 @@ class RampJob:
     spans: SpanReceiver | None = None
     # Which CPUs the driver and the stack run on (--cpu-placement), for the manifest.
     placement: Placement | None = None
+    # Told of the ramp's progress after the live view and the bundle writer.
+    observers: Sequence[RampObserver] = ()
 
 
 @dataclass
@@ -129,7 +132,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
         console.print(f"CPU placement: {job.placement.describe()}")
     console.print(f"Bundle: {directory}")
     view = LiveView(console, quiet=job.quiet)
-    ramp.observers = [view, writer]
+    ramp.observers = [view, writer, *job.observers]
     with view:
         outcome = ramp.run()
     summary = writer.finish(outcome, check=run_check(job, outcome))

@@ -167,6 +167,11 @@ def print_headline(result: RampReport, console: Console) -> None:
             f"{format_ms(summary.p99_ms)}, achieved {summary.best.achieved_rps:,.1f} req/s"
             + (f" (best of {len(summary.repeats)})" if len(summary.repeats) > 1 else "")
         )
+    best_repeat = next((r for r in summary.repeats if r.repeat == summary.best_repeat), None)
+    if best_repeat is not None and best_repeat.gap_below_failure is not None:
+        console.print(f"That is {best_repeat.gap_below_failure:.1%} below "
+                      f"{best_repeat.lowest_failed_rps:,.6g} req/s, the lowest rate that "
+                      "failed its step.")
     if len(summary.repeat_max_rates_rps) > 1:
         rates = ", ".join(f"{rate:,.6g}" for rate in summary.repeat_max_rates_rps)
         cv = summary.coefficient_of_variation
@@ -183,6 +188,17 @@ def print_headline(result: RampReport, console: Console) -> None:
                           "(--step-duration).")
         else:
             console.print(f"[bold red]No tested rate held {sla}[/]; try a lower --start-rate.")
+    if summary.host_calibration_start is not None:
+        end = ("not measured after the run" if summary.host_speed_end is None
+               else f"{summary.host_speed_end:.2f} of the start's after the run")
+        speeds = [f"{r.host_speed:.2f}" for r in summary.repeats if r.host_speed is not None]
+        console.print(f"Host speed (fixed work before each step): {end}"
+                      + (f"; at each repeat's start {', '.join(speeds)}"
+                         if len(speeds) > 1 else "")
+                      + f"; calibrating took {summary.calibration_seconds:.1f} s")
+    if not summary.comparable:
+        console.print(f"[bold yellow]Not comparable[/]: {summary.not_comparable}.",
+                      soft_wrap=True)
     if summary.stop_reason is not None:
         console.print(f"Stopped: {summary.stop_reason.value} — {summary.repeats[0].stop_detail}"
                       if len(summary.repeats) == 1 else f"Stopped: {summary.stop_reason.value}")

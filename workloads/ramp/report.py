@@ -47,6 +47,7 @@ ACHIEVED_PLOT = "achieved-vs-offered.png"
 SPECTRUM_PLOT = "latency-spectrum.png"
 RESOURCES_PLOT = "cpu-by-component.png"
 SERVICE_PLOT = "latency-by-service.png"
+HOST_PLOT = "host-speed.png"
 DPI = 110
 SPECTRUM_NINES = 6  # the spectrum's x axis goes to 99.9999% at most
 _TEMPLATE = Path(__file__).with_name("report.html.j2")
@@ -305,6 +306,50 @@ def plot_latency_by_service(bundle: Bundle, path: Path) -> bool:
     return True
 
 
+def plot_host_speed(bundle: Bundle, path: Path) -> bool:
+    """The host's speed at each step's calibration and after the run, against the run's
+    first, with the drift band (False when the run was not calibrated)."""
+    calibrated = [s for s in bundle.steps if s.host is not None]
+    if not calibrated:
+        return False
+    summary = bundle.summary
+    start = calibrated[0].started_at
+    figure, axis = plt.subplots(figsize=(8, 4.2))
+    minutes = [(s.host.calibration.measured_at - start).total_seconds() / 60
+               for s in calibrated if s.host]
+    series = {"speed (geometric mean)": [s.host.speed for s in calibrated if s.host]}
+    for part in ("cpu", "loopback", "memory"):
+        series[part] = [s.host.parts[part] for s in calibrated if s.host]
+    end = summary.host_calibration_end
+    first = calibrated[0].host
+    if end is not None and first is not None:
+        minutes.append((end.measured_at - start).total_seconds() / 60)
+        series["speed (geometric mean)"].append(end.speed_relative_to(first.calibration))
+        for part, value in end.ratios_to(first.calibration).items():
+            series[part].append(value)
+    for name, values in series.items():
+        main = name.startswith("speed")
+        axis.plot(minutes, values, marker="o" if main else ".", linewidth=2 if main else 1,
+                  markersize=5 if main else 3, label=name, alpha=1 if main else 0.6,
+                  color="black" if main else None)
+    drift = summary.host_drift or bundle.manifest.config.host_drift
+    axis.axhspan(1 - drift, 1 + drift, color="tab:green", alpha=0.1,
+                 label=f"within {drift:.0%} of the start")
+    flagged = [s for s in calibrated if s.host and s.host.flagged]
+    if flagged:
+        axis.scatter([(s.host.calibration.measured_at - start).total_seconds() / 60
+                      for s in flagged if s.host],
+                     [s.host.speed for s in flagged if s.host], s=90, facecolors="none",
+                     edgecolors="tab:red", label="flagged step")
+    axis.set_xlabel("minutes since the first step")
+    axis.set_ylabel("speed / the run's first calibration")
+    axis.set_title(f"{bundle.label}: the host's speed before each step, and after the run")
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
+    _save(figure, path)
+    return True
+
+
 def make_plots(bundle: Bundle) -> list[Plot]:
     """Every plot of the bundle, written beside it."""
     directory = bundle.directory
@@ -329,6 +374,12 @@ def make_plots(bundle: Bundle) -> list[Plot]:
                      "store's and each RPC's wait, from the traced requests of each step, "
                      "stacked; left the medians, right the 99th percentiles (which do not "
                      "add up to the requests' p99)."))
+    if plot_host_speed(bundle, directory / HOST_PLOT):
+        made.append((HOST_PLOT, "The host's speed",
+                     "Fixed work (one CPU-bound Python process per CPU, loopback TCP round "
+                     "trips, memory copies) measured before each step with the target idle, "
+                     "and after the run, against the run's first; circled: steps flagged "
+                     "because it moved more than the band."))
     return [
         Plot(name, title, caption, base64.b64encode((directory / name).read_bytes()).decode())
         for name, title, caption in made
