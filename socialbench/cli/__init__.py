@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from socialbench import registry
+from socialbench.cli import ab as ab_command
 from socialbench.cli import deploy as deploy_commands
 from socialbench.cli import ramp as ramp_command
 from socialbench.cli import stack as stack_commands
@@ -74,6 +75,7 @@ for command in (stack_commands.up, stack_commands.down, stack_commands.status,
                 deploy_commands.probe):
     app.command()(command)
 app.command("seed")(seed_command)
+app.command("ab")(ab_command.ab)
 app.command("check")(check_command)
 app.add_typer(deploy_commands.deploy_app)
 app.add_typer(deploy_commands.loadjob_app)
