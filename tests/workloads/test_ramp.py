@@ -25,8 +25,9 @@ from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port
-from socialbench.workloads.driver import Errors, LoadResult
+from socialbench.workloads.driver import Errors, LoadConfig, LoadResult
 from socialbench.workloads.driver.verdict import Contention
+from socialbench.workloads.ramp import engine
 from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import (
     CONFIRM_BACKOFF,
@@ -511,3 +512,23 @@ def test_ctrl_c_or_sigterm_keeps_the_steps_measured_and_writes_the_report(
 def test_a_broken_sla_reads_like_every_other_figure(ms: float, limit_ms: float,
                                                     text: str) -> None:
     assert format_above(ms, limit_ms) == text
+
+
+def test_every_repeat_draws_the_same_requests_step_by_step(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=300, confirm_limit=300,
+                           repeat=2)
+    scripted = engine.run_load
+    seeds: list[int | None] = []
+
+    def recording_load(load: LoadConfig, on_second: object = None) -> LoadResult:
+        seeds.append(load.seed)
+        return scripted(load, on_second)
+
+    monkeypatch.setattr(engine, "run_load", recording_load)
+    first, second = Ramp(config).run().runs
+
+    assert len(first.steps) == len(second.steps)
+    assert seeds[:len(first.steps)] == seeds[len(first.steps):]
+    assert len(set(seeds[:len(first.steps)])) == len(first.steps)  # each step its own draws

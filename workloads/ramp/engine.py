@@ -475,7 +475,6 @@ class Ramp:
         self.calibrator = calibrator
         self.start_calibrator = start_calibrator
         self._calibrated = False
-        self._runs_started = 0
 
     def run(self) -> RampOutcome:
         """Every repeat; stops early (keeping what was measured) on Ctrl-C."""
@@ -599,10 +598,11 @@ class Ramp:
                 "rate": rate,
                 "duration_s": duration_s or config.step_duration_s,
                 "warmup_s": config.warmup_s,
-                "seed": (config.seed + self._runs_started) % 2**32,
+                # Step k of every repeat draws the same requests: repeats then differ by
+                # the system, not by the workload's random draws.
+                "seed": (config.seed + len(run.steps)) % 2**32,
             }
         )
-        self._runs_started += 1
         if run.steps and config.pause_s:
             time.sleep(config.pause_s)
         settle = self._settle()
