@@ -18,7 +18,9 @@ console = Console()
 def seed_command(
     graph: Annotated[str, typer.Option(
         help="synthetic[:USERS[:EDGES_PER_USER]] (default: shaped like socfb-Reed98), "
-             "a .mtx file, or the original's <name>.nodes/.edges pair.")] = "synthetic",
+             "twitter[:USERS[:MEAN_FOLLOWS]] (directed, Twitter's heavy-tailed "
+             "followers), a .mtx file, or the original's <name>.nodes/.edges pair.")]
+    = "synthetic",
     url: Annotated[str, typer.Option(help="Front end of the stack.")] = "http://127.0.0.1:8080",
     posts_per_user: Annotated[int, typer.Option(
         min=0, help="Each user composes 0..N posts (0: none).")] = 0,
@@ -31,8 +33,10 @@ def seed_command(
         social_graph = graphs.load(graph, seed=seed_value)
     except (graphs.GraphFormatError, OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--graph") from None
-    console.print(f"Seeding {social_graph.name}: {social_graph.node_count} users, "
-                  f"{len(social_graph.edges)} edges (followed both ways) into {url}")
+    how = "one way" if social_graph.directed else "both ways"
+    console.print(f"Seeding {social_graph.name}: {social_graph.node_count:,} users, "
+                  f"{len(social_graph.edges):,} edges (followed {how}: "
+                  f"{social_graph.follows:,} follows) into {url}")
     report = asyncio.run(seed(url, social_graph, posts_per_user=posts_per_user,
                               concurrency=concurrency, seed_value=seed_value))
     table = Table("phase", "ok", "already there", "failed")

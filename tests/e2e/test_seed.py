@@ -33,3 +33,38 @@ def test_seed_registers_users_and_follows_both_ways_and_is_safe_twice(base_url: 
             followers = client.get("/api/user/get_follower").json()
         assert {int(f["followee_id"]) for f in followees} == neighbours[user]
         assert {int(f["follower_id"]) for f in followers} == neighbours[user]
+
+
+def _login(client: httpx.Client, user: int) -> None:
+    login = client.post("/api/user/login", data={"username": f"username_{user}",
+                                                  "password": f"password_{user}"})
+    assert login.status_code in (302, 303), login.text
+
+
+def test_a_heavy_tailed_directed_graph_is_seeded_one_way(base_url: str) -> None:
+    source = "twitter:1500:6"
+    seeded = socialbench("seed", "--graph", source, "--url", base_url, "--seed", "11",
+                         "--concurrency", "16")
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+    assert "followed one way" in seeded.stdout
+
+    twitter = graph.load(source, seed=11)
+    followers: dict[int, set[int]] = {}
+    followees: dict[int, set[int]] = {}
+    for a, b in twitter.edges:
+        followers.setdefault(b, set()).add(a)
+        followees.setdefault(a, set()).add(b)
+    # The shared stack's other tests make users below 40 and from 1,000 up follow each
+    # other: the users looked at are between.
+    mine = set(range(40, 1000))
+    celebrity = max(mine & set(followers), key=lambda u: len(followers[u]))
+    assert len(followers[celebrity]) > 100  # a heavy tail even at 1,500 users
+    fan = min(followers[celebrity] & mine)
+    with httpx.Client(base_url=base_url) as client:
+        _login(client, celebrity)
+        got = {int(f["follower_id"]) for f in client.get("/api/user/get_follower").json()}
+        assert got == followers[celebrity]
+    with httpx.Client(base_url=base_url) as client:
+        _login(client, fan)
+        got = {int(f["followee_id"]) for f in client.get("/api/user/get_followee").json()}
+        assert got == followees[fan]

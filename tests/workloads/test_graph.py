@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from socialbench.workloads.definitions import graph
+from socialbench.workloads.definitions import graph, seed
 
 
 def test_nodes_edges_pair_as_the_original(tmp_path: Path) -> None:
@@ -51,3 +51,35 @@ def test_synthetic_default_is_shaped_like_socfb_reed98() -> None:
 def test_synthetic_is_reproducible_from_its_seed() -> None:
     assert graph.synthetic(200, 5, seed=3).edges == graph.synthetic(200, 5, seed=3).edges
     assert graph.synthetic(200, 5, seed=3).edges != graph.synthetic(200, 5, seed=4).edges
+
+
+def test_twitter_is_directed_heavy_tailed_and_reproducible() -> None:
+    users = 5_000
+    twitter = graph.load(f"twitter:{users}:30", seed=3)
+
+    assert twitter.directed and twitter.node_count == users
+    assert twitter.edges == graph.twitter(users, 30, seed=3).edges
+    assert twitter.edges != graph.twitter(users, 30, seed=4).edges
+    assert len(set(twitter.edges)) == len(twitter.edges)
+    assert all(a != b for a, b in twitter.edges)
+    assert twitter.follows == len(twitter.edges)
+    # About 30 follows a user, fewer after the repeats of popular users are dropped.
+    assert 20 * users < len(twitter.edges) < 30 * users
+    followers = sorted(twitter.followers(), reverse=True)
+    median = followers[users // 2]
+    # Celebrities: the most followed user has a third of all users as followers, the
+    # median user a handful.
+    assert followers[0] > users // 3 > 100 * median > 0, (followers[:5], median)
+
+
+def test_a_directed_graph_is_followed_one_way_an_undirected_both() -> None:
+    assert list(seed.follow_bodies([(1, 2)], directed=True)) == ["user_id=1&followee_id=2"]
+    assert list(seed.follow_bodies([(1, 2)])) == ["user_id=1&followee_id=2",
+                                                  "user_id=2&followee_id=1"]
+    assert graph.synthetic(50, 3).follows == 2 * len(graph.synthetic(50, 3).edges)
+
+
+@pytest.mark.parametrize("spec", ["twitter:10:x", "twitter:1:2:3"])
+def test_a_malformed_size_is_refused(spec: str) -> None:
+    with pytest.raises(graph.GraphFormatError):
+        graph.load(spec)

@@ -1,18 +1,40 @@
 """Social graphs to seed: the original's ``.nodes``/``.edges`` files, Matrix Market, synthetic.
 
-A :class:`Graph` is ``node_count`` users ``0..N-1`` and undirected edges ``(a, b)``;
-seeding follows every edge both ways, as the original ``init_social_graph.py`` does.
+A :class:`Graph` is ``node_count`` users ``0..N-1`` and edges ``(a, b)``. An undirected
+graph's edges are followed both ways when seeded, as the original ``init_social_graph.py``
+does; a directed one's (``twitter``) as ``a`` follows ``b`` only.
+
+Two synthetic shapes, reproducible from their seed:
+
+- ``synthetic[:N[:M]]``: preferential attachment, undirected, shaped by default like
+  socfb-Reed98 (962 users, about 18.8k edges). Its largest degree grows as M·sqrt(N):
+  about 6,000 at 100k users, far from a real network's celebrities.
+- ``twitter[:N[:M]]``: directed, as Twitter's follows are. Each user follows a number of
+  others drawn from a heavy-tailed (log-normal) distribution of mean M, and picks whom
+  with probability proportional to a Zipf popularity (rank^-1, ranks a random
+  permutation of the users): the most popular user is drawn once in ~ln(N) follows, so at
+  100k users and 50 follows each the top users have tens of thousands of followers, the
+  median user a few dozen. Defaults: 10,000 users, 50 follows each.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 
 class GraphFormatError(ValueError):
     """A graph file that cannot be read; the message names the file and line."""
+
+
+TWITTER_USERS = 10_000
+TWITTER_FOLLOWS = 50
+FOLLOWS_SIGMA = 1.0  # of the log-normal number of follows per user
+POPULARITY_EXPONENT = 1.0  # Zipf: the user of popularity rank r is drawn ~ r^-exponent
 
 
 @dataclass(frozen=True)
@@ -20,6 +42,21 @@ class Graph:
     name: str
     node_count: int
     edges: list[tuple[int, int]]
+    directed: bool = False  # True: (a, b) is a follows b; False: each follows the other
+
+    @property
+    def follows(self) -> int:
+        """Follow edges once seeded."""
+        return len(self.edges) if self.directed else 2 * len(self.edges)
+
+    def followers(self) -> list[int]:
+        """Each user's follower count once seeded."""
+        count = [0] * self.node_count
+        for a, b in self.edges:
+            count[b] += 1
+            if not self.directed:
+                count[a] += 1
+        return count
 
     def degrees(self) -> list[int]:
         degree = [0] * self.node_count
@@ -106,17 +143,53 @@ def synthetic(node_count: int = 962, edges_per_node: int = 20, seed: int = 1) ->
     return Graph(f"synthetic-{node_count}-{edges_per_node}-{seed}", node_count, edges)
 
 
+def twitter(node_count: int = TWITTER_USERS, mean_follows: int = TWITTER_FOLLOWS,
+            seed: int = 1) -> Graph:
+    """A directed graph with Twitter's heavy-tailed followers (see the module's docstring):
+    each edge ``(a, b)`` is a follows b, no user follows itself or anyone twice."""
+    if node_count < 2 or mean_follows < 1:
+        raise ValueError("a twitter graph needs 2 or more users and 1 or more follows each")
+    rng = np.random.default_rng(seed)
+    mu = math.log(mean_follows) - FOLLOWS_SIGMA ** 2 / 2  # so the mean is mean_follows
+    wanted = np.clip(np.rint(rng.lognormal(mu, FOLLOWS_SIGMA, node_count)), 1,
+                     node_count - 1).astype(np.int64)
+    popularity = 1.0 / np.arange(1, node_count + 1) ** POPULARITY_EXPONENT
+    popularity /= popularity.sum()
+    user_of_rank = rng.permutation(node_count)
+    followers = np.repeat(np.arange(node_count, dtype=np.int64), wanted)
+    followees = user_of_rank[rng.choice(node_count, size=len(followers), p=popularity)]
+    pairs = np.unique(followers * node_count + followees)  # sorted, each pair once
+    pairs = pairs[pairs // node_count != pairs % node_count]
+    edges = list(zip((pairs // node_count).tolist(), (pairs % node_count).tolist(),
+                     strict=True))
+    return Graph(f"twitter-{node_count}-{mean_follows}-{seed}", node_count, edges,
+                 directed=True)
+
+
+def _sizes(source: str, defaults: tuple[int, int]) -> tuple[int, int]:
+    parts = source.split(":")[1:]
+    if len(parts) > 2:
+        raise GraphFormatError(f"{source}: at most two sizes, users and edges per user")
+    try:
+        sizes = [int(p) for p in parts] + list(defaults)[len(parts):]
+    except ValueError:
+        raise GraphFormatError(f"{source}: the sizes must be whole numbers") from None
+    return sizes[0], sizes[1]
+
+
 def load(source: str, *, seed: int = 1) -> Graph:
-    """``synthetic[:N[:M]]``, a ``.mtx`` file, or a ``.nodes``/``.edges`` pair."""
-    if source.startswith("synthetic"):
-        parts = source.split(":")[1:]
-        sizes = [int(p) for p in parts] + [962, 20][len(parts):]
-        return synthetic(sizes[0], sizes[1], seed)
+    """``synthetic[:N[:M]]``, ``twitter[:N[:M]]``, a ``.mtx`` file, or a
+    ``.nodes``/``.edges`` pair."""
+    if source == "synthetic" or source.startswith("synthetic:"):
+        return synthetic(*_sizes(source, (962, 20)), seed)
+    if source == "twitter" or source.startswith("twitter:"):
+        return twitter(*_sizes(source, (TWITTER_USERS, TWITTER_FOLLOWS)), seed)
     path = Path(source)
     if path.suffix == ".mtx":
         return load_matrix_market(path)
     if path.with_suffix(".nodes").exists() and path.with_suffix(".edges").exists():
         return load_nodes_edges(path)
     raise GraphFormatError(
-        f"{source}: not 'synthetic[:N[:M]]', a .mtx file, or a .nodes/.edges pair"
+        f"{source}: not 'synthetic[:N[:M]]', 'twitter[:N[:M]]', a .mtx file, or a "
+        ".nodes/.edges pair"
     )

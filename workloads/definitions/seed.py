@@ -1,8 +1,9 @@
 """Seed a running stack with a social graph, as the original ``init_social_graph.py`` does.
 
 Users ``0..N-1`` are registered as ``first_name_<i>``, ``last_name_<i>``,
-``username_<i>``, ``password_<i>`` with user id ``i``; every edge is followed both
-ways; optionally each user composes posts. Requests go through the front end with
+``username_<i>``, ``password_<i>`` with user id ``i``; every edge of an undirected graph
+is followed both ways, of a directed one (``twitter``) one way; optionally each user
+composes posts. Requests go through the front end with
 bounded concurrency. Running it twice is safe: a user that exists is counted as
 such, and following twice is a no-op.
 """
@@ -59,10 +60,11 @@ def register_body(user_id: int) -> str:
             f"&username=username_{user_id}&password=password_{user_id}&user_id={user_id}")
 
 
-def follow_bodies(edges: Iterable[tuple[int, int]]) -> Iterable[str]:
+def follow_bodies(edges: Iterable[tuple[int, int]], directed: bool = False) -> Iterable[str]:
     for a, b in edges:
         yield f"user_id={a}&followee_id={b}"
-        yield f"user_id={b}&followee_id={a}"
+        if not directed:
+            yield f"user_id={b}&followee_id={a}"
 
 
 async def _post_all(
@@ -112,14 +114,16 @@ async def seed(
     timeout_s: float = 60.0,
     show_progress: bool = True,
 ) -> SeedReport:
-    """Register every user, follow every edge both ways, then compose posts."""
+    """Register every user, follow every edge (both ways unless the graph is directed),
+    then compose posts."""
     base_url = base_url.rstrip("/")
     report = SeedReport(graph.name, graph.node_count, len(graph.edges))
     rng = random.Random(seed_value)
     phases: list[tuple[str, str, list[str], int | None]] = [
         ("users", "/wrk2-api/user/register",
          [register_body(i) for i in range(graph.node_count)], 409),
-        ("follows", "/wrk2-api/user/follow", list(follow_bodies(graph.edges)), None),
+        ("follows", "/wrk2-api/user/follow",
+         list(follow_bodies(graph.edges, graph.directed)), None),
     ]
     if posts_per_user:
         posts = [compose_post_body(rng, user, graph.node_count) for user in range(graph.node_count)
