@@ -39,6 +39,7 @@ from socialbench.runtime.models import (
     Text,
     Url,
     UserMention,
+    Username,
     check_media_lists,
     check_post_size,
     now_ms,
@@ -83,7 +84,7 @@ class ComposePostService:
         # Checked here too (media checks it) so that nothing is asked of the others in vain,
         # nor stored (url-shorten stores the urls of the text) for a post refused anyway.
         check_media_lists(media_ids, media_types)
-        check_post_size(text, media_ids, media_types)
+        check_post_size(username, text, media_ids, media_types)
         text_answer, creator_answer, media_answer, id_answer = await asyncio.gather(
             self.text.call("compose_text", {"text": text}),
             self.user.call(
@@ -191,7 +192,7 @@ router = APIRouter()
 
 
 class ComposePostRequest(BaseModel):
-    username: str
+    username: Username
     user_id: Id
     text: Text
     media_ids: Annotated[list[Name], Field(max_length=MAX_ITEMS)] = []

@@ -3,12 +3,13 @@
 memcached holds each post's JSON (the front end's shape) under ``<post_id>``. Reading
 many posts is the hottest path of the read workloads, so cached posts pass through as
 the bytes memcached returned: the answer is assembled from them without parsing.
+A memcached that refuses a post (too large) or is down costs only the cache: the post is
+stored and read from MongoDB (:mod:`socialbench.runtime.cache`).
 A post is deleted only to undo a failed compose (see compose-post).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 import orjson
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.cache import Cache
 from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
 from socialbench.runtime.jsonio import json_bytes
 from socialbench.runtime.models import MAX_READ_IDS, Id, Post
@@ -38,13 +40,13 @@ class PostStorageService:
 
     def __init__(self, context: ServiceContext) -> None:
         self.posts = context.stores.require_mongodb()["post"]["post"]
-        self.cache = context.stores.require_memcached()
+        self.cache = Cache(context.stores.require_memcached(), context.errors)
 
     async def setup(self) -> None:
         await self.posts.create_index("post_id", unique=True)
 
     async def store_post(self, post: Post) -> None:
-        """Store ``post`` in MongoDB (acknowledged), then cache it."""
+        """Store ``post`` in MongoDB (acknowledged), then cache it if memcached takes it."""
         try:
             post_id = int(post.post_id)
         except ValueError:
@@ -55,10 +57,11 @@ class PostStorageService:
             await self.posts.insert_one({**fields, "post_id": post_id})
         except DuplicateKeyError:
             raise Conflict(f"post {post_id} is already stored") from None
-        await self.cache.set(_cache_key(post_id), cached)
+        await self.cache.fill(_cache_key(post_id), cached)
 
     async def delete_post(self, post_id: int) -> None:
-        """Delete a post, if stored: MongoDB first, then memcached (so a miss finds nothing)."""
+        """Delete a post, if stored: MongoDB first, then memcached (so a miss finds nothing);
+        StoreError if memcached cannot confirm it."""
         await self.posts.delete_one({"post_id": post_id})
         await self.cache.delete(_cache_key(post_id))
 
@@ -72,7 +75,7 @@ class PostStorageService:
         if document is None:
             raise NotFound(f"post {post_id} not found")
         raw = _post_json(document)
-        await self.cache.set(key, raw)
+        await self.cache.fill(key, raw)
         return raw
 
     async def read_posts_json(self, post_ids: list[int]) -> bytes:
@@ -92,10 +95,7 @@ class PostStorageService:
         async for document in self.posts.find({"post_id": {"$in": post_ids}}, {"_id": 0}):
             post_id = int(document["post_id"])
             loaded[post_id] = _post_json(document)
-        if loaded:
-            await asyncio.gather(
-                *(self.cache.set(_cache_key(i), raw) for i, raw in loaded.items())
-            )
+        await self.cache.fill_many({_cache_key(i): raw for i, raw in loaded.items()})
         return loaded
 
 

@@ -3,8 +3,9 @@
 MongoDB ``user.user`` holds ``{user_id, first_name, last_name, username, salt, password}``,
 unique on ``user_id`` and (unlike the original) on ``username``. memcached caches
 ``<username>:user_id`` (shared with user-mention) and ``<username>:login`` (id, salt and
-password hash). Passwords are stored as sha256(password + salt), as the original does:
-a fast hash, which is what a benchmark wants.
+password hash); a memcached that fails is a miss (:mod:`socialbench.runtime.cache`).
+Passwords are stored as sha256(password + salt), as the original does: a fast hash,
+which is what a benchmark wants.
 
 Ids the server makes (``/api/user/register``) are random in ``[2**62, 2**63)``, so they
 never meet the ids ``0..N-1`` the wrk2 scripts and the graph seeder register; the unique
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import secrets
 from typing import Annotated, Any
 
@@ -31,6 +31,7 @@ from starlette.responses import RedirectResponse, Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
+from socialbench.runtime.cache import Cache
 from socialbench.runtime.errors import (
     Conflict,
     InvalidArgument,
@@ -38,12 +39,20 @@ from socialbench.runtime.errors import (
     StoreError,
     Unauthorized,
 )
-from socialbench.runtime.models import Creator, Id
+from socialbench.runtime.models import (
+    MAX_PASSWORD_BYTES,
+    MAX_PERSON_NAME_BYTES,
+    MAX_USERNAME_BYTES,
+    Creator,
+    Id,
+    Password,
+    PersonName,
+    Username,
+    check_size,
+)
 from socialbench.runtime.mongodb_client import DuplicateKeyError
-from socialbench.runtime.stores import STORE_ERRORS, memcached_key, user_id_cache_key
+from socialbench.runtime.stores import memcached_key, user_id_cache_key
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
-
-log = logging.getLogger(__name__)
 
 MAX_USER_ID = 1 << 63
 SERVER_ID_FLOOR = 1 << 62
@@ -67,9 +76,26 @@ def login_cache_key(username: str) -> bytes | None:
 
 
 def check_username(username: str) -> None:
-    """A clear 400 unless memcached can key ``username`` (``:login`` is the shorter suffix)."""
+    """A 413 over the cap, a clear 400 unless memcached can key ``username``."""
+    check_size("username", username, MAX_USERNAME_BYTES)
     if not username or user_id_cache_key(username) is None:
-        raise InvalidArgument("a username is 1 to 240 bytes, without spaces or control characters")
+        raise InvalidArgument(
+            f"a username is 1 to {MAX_USERNAME_BYTES} bytes, without spaces or control characters"
+        )
+
+
+def check_login(username: str, password: str) -> None:
+    """A 413 if a username or password is over its cap."""
+    check_size("username", username, MAX_USERNAME_BYTES)
+    check_size("password", password, MAX_PASSWORD_BYTES)
+
+
+def check_registration(first_name: str, last_name: str, username: str, password: str) -> None:
+    """A 413 if a field is over its cap, a 400 for a username memcached cannot key."""
+    check_size("first_name", first_name, MAX_PERSON_NAME_BYTES)
+    check_size("last_name", last_name, MAX_PERSON_NAME_BYTES)
+    check_size("password", password, MAX_PASSWORD_BYTES)
+    check_username(username)
 
 
 class UserService:
@@ -78,7 +104,7 @@ class UserService:
     def __init__(self, context: ServiceContext) -> None:
         self.settings = context.settings
         self.social_graph = context.rpc["social-graph"]
-        self.memcached = context.stores.require_memcached()
+        self.cache = Cache(context.stores.require_memcached(), context.errors)
         self.users = context.stores.require_mongodb()["user"]["user"]
 
     async def setup(self) -> None:
@@ -90,7 +116,7 @@ class UserService:
         user_id: int | None = None,
     ) -> int:
         """Store a new user (``user_id`` given, or made here), add it to the graph; its id."""
-        check_username(username)
+        check_registration(first_name, last_name, username, password)
         if user_id is not None and not 0 <= user_id < MAX_USER_ID:
             raise InvalidArgument(f"user_id {user_id} is not a 63-bit unsigned integer")
         salt = secrets.token_hex(16)
@@ -122,19 +148,17 @@ class UserService:
         """
         id_key, login_key = user_id_cache_key(username), login_cache_key(username)
         record = {"user_id": user_id, "salt": profile["salt"], "password": profile["password"]}
-        try:
-            if id_key is not None:
-                await self.memcached.set(id_key, str(user_id).encode())
-            if login_key is not None:
-                await self.memcached.set(login_key, orjson.dumps(record))
-        except STORE_ERRORS as exc:
-            log.warning("could not warm memcached for %s: %r", username, exc)
+        if id_key is not None:
+            await self.cache.fill(id_key, str(user_id).encode())
+        if login_key is not None:
+            await self.cache.fill(login_key, orjson.dumps(record))
 
     async def _username_taken(self, username: str) -> bool:
         return await self.users.find_one({"username": username}, {"_id": 1}) is not None
 
     async def login(self, username: str, password: str) -> str:
         """A signed login token for ``username``; :class:`Unauthorized` on a wrong pair."""
+        check_login(username, password)
         record = await self._login_record(username)
         if record is None or not hmac.compare_digest(
             hash_password(password, record["salt"]), record["password"]
@@ -147,7 +171,7 @@ class UserService:
         key = login_cache_key(username)
         if key is None:
             return None
-        cached = await self.memcached.get(key)
+        cached = await self.cache.get(key)
         if cached is not None:
             record: dict[str, Any] = orjson.loads(cached)
             return record
@@ -155,7 +179,7 @@ class UserService:
             {"username": username}, {"_id": 0, "user_id": 1, "salt": 1, "password": 1}
         )
         if found is not None:
-            await self.memcached.set(key, orjson.dumps(found))
+            await self.cache.fill(key, orjson.dumps(found))
         return found
 
     async def user_id(self, username: str) -> int:
@@ -163,14 +187,14 @@ class UserService:
         key = user_id_cache_key(username)
         if key is None:
             raise NotFound(f"User {username!r} doesn't exist")
-        cached = await self.memcached.get(key)
+        cached = await self.cache.get(key)
         if cached is not None:
             return int(cached)
         found = await self.users.find_one({"username": username}, {"_id": 0, "user_id": 1})
         if found is None:
             raise NotFound(f"User {username} doesn't exist")
         user_id = int(found["user_id"])
-        await self.memcached.set(key, str(user_id).encode())
+        await self.cache.fill(key, str(user_id).encode())
         return user_id
 
 
@@ -179,21 +203,21 @@ router = APIRouter()
 
 
 class RegisterUserRequest(BaseModel):
-    first_name: str
-    last_name: str
-    username: str
-    password: str
+    first_name: PersonName
+    last_name: PersonName
+    username: Username
+    password: Password
     user_id: Id | None = None
 
 
 class LoginRequest(BaseModel):
-    username: str
-    password: str
+    username: Username
+    password: Password
 
 
 class CreatorRequest(BaseModel):
     user_id: Id
-    username: str
+    username: Username
 
 
 class UsernameRequest(BaseModel):

@@ -2,19 +2,20 @@
 
 memcached first (``<username>:user_id``, the key the user service fills too), the
 misses from MongoDB ``user.user`` in one ``$in`` query on the username index, and the
-ones found written back to memcached. Unknown names are dropped; the answer keeps the
+ones found written back to memcached (a memcached that fails is a miss:
+:mod:`socialbench.runtime.cache`). Unknown names are dropped; the answer keeps the
 order asked, each name once. Ids are strings, the shape of a post's ``user_mentions``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, Field
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
+from socialbench.runtime.cache import Cache
 from socialbench.runtime.models import MAX_ITEMS, UserMention, UserMentionsAnswer
 from socialbench.runtime.stores import user_id_cache_key
 
@@ -23,7 +24,7 @@ class UserMentionService:
     """The service's logic: usernames to ``{user_id, username}``."""
 
     def __init__(self, context: ServiceContext) -> None:
-        self.memcached = context.stores.require_memcached()
+        self.cache = Cache(context.stores.require_memcached(), context.errors)
         self.users = context.stores.require_mongodb()["user"]["user"]
 
     async def setup(self) -> None:
@@ -35,7 +36,7 @@ class UserMentionService:
         keys = {name: key for name in dict.fromkeys(usernames) if (key := user_id_cache_key(name))}
         if not keys:
             return []
-        cached = await self.memcached.multi_get(*keys.values())
+        cached = await self.cache.multi_get(*keys.values())
         ids = {name: value.decode() for name, value in zip(keys, cached, strict=True) if value}
         misses = [name for name in keys if name not in ids]
         if misses:
@@ -43,10 +44,8 @@ class UserMentionService:
                 {"username": {"$in": misses}}, {"_id": 0, "username": 1, "user_id": 1}
             )
             fetched = {doc["username"]: str(doc["user_id"]) async for doc in cursor}
-            await asyncio.gather(*(
-                self.memcached.set(keys[name], user_id.encode())
-                for name, user_id in fetched.items()
-            ))
+            await self.cache.fill_many(
+                {keys[name]: user_id.encode() for name, user_id in fetched.items()})
             ids.update(fetched)
         return [UserMention(user_id=ids[name], username=name) for name in keys if name in ids]
 

@@ -192,13 +192,14 @@ def create_service_app(
 def _add_operational_routes(app: FastAPI) -> None:
     @app.get("/healthz")
     async def healthz(request: Request) -> Response:
-        """200 when every store this service uses answers, else 503."""
+        """200 when the stores this service needs answer (memcached, a cache, may not:
+        then ``degraded``), else 503."""
         context: ServiceContext = request.app.state.context
         stores = await context.stores.health()
-        healthy = all(state == "ok" for state in stores.values())
-        body = {"service": context.spec.name, "status": "ok" if healthy else "degraded",
+        every = all(state == "ok" for state in stores.values())
+        body = {"service": context.spec.name, "status": "ok" if every else "degraded",
                 "stores": stores}
-        return JSONResponse(body, status_code=200 if healthy else 503)
+        return JSONResponse(body, status_code=200 if context.stores.can_serve(stores) else 503)
 
     @app.get("/stats")
     async def stats(request: Request) -> dict[str, Any]:

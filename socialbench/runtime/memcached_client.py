@@ -9,8 +9,8 @@ of post-storage's CPU on timeline reads (py-spy). aiomcache also has no timeouts
 own, and two of its faults made a killed memcached unrecoverable (docs/robustness.md);
 here every wait is bounded as :mod:`~socialbench.runtime.pipelining` says.
 
-The commands are those the services use: ``get`` of one key or many, ``set`` and
-``delete``, and ``version`` for health. Each is safe to send twice (a command lost with
+The commands are those the services use: ``get`` of one key or many, ``set``, ``add``
+and ``delete``, and ``version`` for health. Each is safe to send twice (a command lost with
 its connection is). Values are stored with flags 0, as aiomcache stores bytes.
 """
 
@@ -135,6 +135,11 @@ class MemcachedClient(PipelinedClient):
     async def set(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
         """Store ``value`` under ``key`` (for ``exptime`` seconds; 0: until evicted)."""
         payload = b"set %s 0 %d %d\r\n%s\r\n" % (check_key(key), exptime, len(value), value)
+        return bool(await self._command(payload, _LINE) == b"STORED")
+
+    async def add(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
+        """Store ``value`` under ``key`` unless ``key`` holds a value; True if stored."""
+        payload = b"add %s 0 %d %d\r\n%s\r\n" % (check_key(key), exptime, len(value), value)
         return bool(await self._command(payload, _LINE) == b"STORED")
 
     async def delete(self, key: bytes) -> bool:

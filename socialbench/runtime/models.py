@@ -14,7 +14,13 @@ Bad input is refused where it enters, before anything is stored:
 - a post's text is at most :data:`MAX_TEXT_BYTES` of UTF-8, and its lists (media,
   mentions, urls, and the post ids of one read) at most :data:`MAX_ITEMS` long, well
   under memcached's 1 MiB item and MongoDB's 16 MiB document; more is a 413
-  (:class:`PayloadTooLarge`), from a JSON model or a form alike.
+  (:class:`PayloadTooLarge`), from a JSON model or a form alike;
+- so is every other string a client sends that is stored (the original bounds none):
+  a username (:data:`MAX_USERNAME_BYTES`), a first or last name
+  (:data:`MAX_PERSON_NAME_BYTES`), a password (:data:`MAX_PASSWORD_BYTES`), a media id
+  or type (:data:`MAX_NAME_CHARS`). A post composed within these caps is under
+  memcached's 1 MiB item; should memcached refuse one all the same (a smaller ``-I``,
+  no memory left), the post is still stored (:mod:`~socialbench.runtime.cache`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ MAX_STORED_TEXT_BYTES = 2 * MAX_TEXT_BYTES
 MAX_ITEMS = 128  # media, mentions or urls of one post
 MAX_READ_IDS = 1024  # post ids of one read_posts call
 MAX_NAME_CHARS = 256  # a media id or type
+# A username's memcached keys (``<username>:user_id``, ``:login``) stay within 250 bytes.
+MAX_USERNAME_BYTES = 240
+MAX_PERSON_NAME_BYTES = 256  # a first or last name
+MAX_PASSWORD_BYTES = 1024
 # pydantic's error types of a value over its cap: answered 413, not 400.
 TOO_LARGE_ERRORS = frozenset({"too_long", "string_too_long", "too_large"})
 _ID_TEXT = re.compile(r"0|[1-9][0-9]{0,18}")  # canonical: no sign, space or leading zero
@@ -75,6 +85,10 @@ Text = Annotated[str, _text_size(MAX_TEXT_BYTES)]
 Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
 """A media id or type."""
 
+Username = Annotated[str, _text_size(MAX_USERNAME_BYTES)]
+PersonName = Annotated[str, _text_size(MAX_PERSON_NAME_BYTES)]
+Password = Annotated[str, _text_size(MAX_PASSWORD_BYTES)]
+
 
 def utf8_size(text: str) -> int:
     """The bytes of ``text`` in UTF-8; a lone surrogate (not UTF-8) counts as 3."""
@@ -90,12 +104,12 @@ class PostType(IntEnum):
 
 class Creator(BaseModel):
     user_id: IdText
-    username: str
+    username: Username
 
 
 class UserMention(BaseModel):
     user_id: IdText
-    username: str
+    username: Username
 
 
 class Media(BaseModel):
@@ -104,8 +118,8 @@ class Media(BaseModel):
 
 
 class Url(BaseModel):
-    shortened_url: str
-    expanded_url: str
+    shortened_url: Name
+    expanded_url: Text
 
 
 # The answers of url-shorten and user-mention, which text reads (no docstrings: they
@@ -121,7 +135,7 @@ class UserMentionsAnswer(BaseModel):
 class Post(BaseModel):
     post_id: IdText
     creator: Creator
-    req_id: str
+    req_id: Name
     text: Annotated[str, _text_size(MAX_STORED_TEXT_BYTES)]
     user_mentions: Annotated[list[UserMention], Field(max_length=MAX_ITEMS)]
     media: Annotated[list[Media], Field(max_length=MAX_ITEMS)]
@@ -136,11 +150,19 @@ def check_media_lists(media_ids: list[str], media_types: list[str]) -> None:
         raise InvalidArgument(f"{len(media_ids)} media_ids but {len(media_types)} media_types")
 
 
-def check_post_size(text: str, media_ids: list[str], media_types: list[str]) -> None:
-    """A 413 if a new post's text or media lists are over their caps (before any call)."""
-    size = utf8_size(text)
-    if size > MAX_TEXT_BYTES:
-        raise PayloadTooLarge(f"text is {size} bytes of UTF-8, over the cap of {MAX_TEXT_BYTES}")
+def check_size(name: str, value: str, cap: int) -> None:
+    """A 413 naming ``name`` if ``value`` is over ``cap`` bytes of UTF-8."""
+    size = utf8_size(value)
+    if size > cap:
+        raise PayloadTooLarge(f"{name} is {size} bytes of UTF-8, over the cap of {cap}")
+
+
+def check_post_size(
+    username: str, text: str, media_ids: list[str], media_types: list[str]
+) -> None:
+    """A 413 if a new post's fields are over their caps (before any call)."""
+    check_size("username", username, MAX_USERNAME_BYTES)
+    check_size("text", text, MAX_TEXT_BYTES)
     for name, items in (("media_ids", media_ids), ("media_types", media_types)):
         check_items(name, items)
         for item in items:

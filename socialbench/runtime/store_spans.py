@@ -10,7 +10,7 @@ the OpenTelemetry database attributes.
 - Redis: every command goes through ``execute_command``; a pipeline is one span.
 - MongoDB: every command goes through ``command``; its span is named by the command and
   its collection (``mongodb insert post``).
-- memcached: ``get``, ``multi_get``, ``set`` and ``delete``, the calls the services
+- memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the services
   make; ``version`` (health) goes untraced.
 """
 
@@ -117,6 +117,9 @@ class TracedMemcachedClient(MemcachedClient):
 
     async def set(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
         return bool(await self._call("set", 1, super().set, key, value, exptime))
+
+    async def add(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
+        return bool(await self._call("add", 1, super().add, key, value, exptime))
 
     async def delete(self, key: bytes) -> bool:
         return bool(await self._call("delete", 1, super().delete, key))

@@ -112,6 +112,12 @@ class Stores:
             for name, result in zip(checks, results, strict=True)
         }
 
+    @staticmethod
+    def can_serve(health: dict[str, str]) -> bool:
+        """Whether :meth:`health`'s report leaves the service able to answer: every store
+        but memcached is ``ok`` (a cache that fails costs only itself, see ``cache``)."""
+        return all(state == "ok" for name, state in health.items() if name != "memcached")
+
     async def close(self) -> None:
         if self.mongodb is not None:
             await self.mongodb.close()

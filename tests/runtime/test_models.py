@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -12,10 +13,18 @@ from socialbench.runtime.models import (
     MAX_ID,
     MAX_ITEMS,
     MAX_NAME_CHARS,
+    MAX_STORED_TEXT_BYTES,
     MAX_TEXT_BYTES,
+    MAX_USERNAME_BYTES,
+    Creator,
     Id,
     IdText,
+    Media,
+    Post,
+    PostType,
     Text,
+    Url,
+    UserMention,
     check_post_size,
 )
 
@@ -76,11 +85,33 @@ def test_a_text_over_its_cap_in_utf8_bytes_is_refused() -> None:
 
 
 def test_check_post_size() -> None:
-    check_post_size("x" * MAX_TEXT_BYTES, ["1"] * MAX_ITEMS, ["png"] * MAX_ITEMS)
-    for text, media_ids, media_types in [
-        ("x" * (MAX_TEXT_BYTES + 1), [], []),
-        ("", ["1"] * (MAX_ITEMS + 1), ["png"] * (MAX_ITEMS + 1)),
-        ("", ["1" * (MAX_NAME_CHARS + 1)], ["png"]),
+    check_post_size("u" * MAX_USERNAME_BYTES, "x" * MAX_TEXT_BYTES, ["1"] * MAX_ITEMS,
+                    ["png"] * MAX_ITEMS)
+    for username, text, media_ids, media_types, field in [
+        ("u" * (MAX_USERNAME_BYTES + 1), "", [], [], "username"),
+        ("é" * (MAX_USERNAME_BYTES // 2 + 1), "", [], [], "username"),
+        ("u", "x" * (MAX_TEXT_BYTES + 1), [], [], "text"),
+        ("u", "", ["1"] * (MAX_ITEMS + 1), ["png"] * (MAX_ITEMS + 1), "media_ids"),
+        ("u", "", ["1" * (MAX_NAME_CHARS + 1)], ["png"], "media_ids"),
     ]:
-        with pytest.raises(PayloadTooLarge):
-            check_post_size(text, media_ids, media_types)
+        with pytest.raises(PayloadTooLarge, match=f"^{field} "):
+            check_post_size(username, text, media_ids, media_types)
+
+
+def test_the_largest_composed_post_fits_a_memcached_item() -> None:
+    # Every field at its cap, in 4-byte characters where a cap counts characters; urls
+    # come from the text, so together they are at most the text.
+    wide = "\U0001f600"
+    name = wide * (MAX_USERNAME_BYTES // 4)
+    text = "x" * MAX_STORED_TEXT_BYTES
+    post = Post(
+        post_id=str(MAX_ID), creator=Creator(user_id=str(MAX_ID), username=name),
+        req_id=str(MAX_ID), text=text,
+        user_mentions=[UserMention(user_id=str(MAX_ID), username=name)] * MAX_ITEMS,
+        media=[Media(media_id=wide * MAX_NAME_CHARS, media_type=wide * MAX_NAME_CHARS)]
+        * MAX_ITEMS,
+        urls=[Url(shortened_url="http://short-url/abcdefghij",
+                  expanded_url="x" * (MAX_TEXT_BYTES // MAX_ITEMS))] * MAX_ITEMS,
+        timestamp=str(MAX_ID), post_type=PostType.POST,
+    )
+    assert len(orjson.dumps(post.model_dump(mode="json"))) < 1 << 20

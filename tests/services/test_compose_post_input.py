@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from socialbench.runtime.errors import InvalidArgument
-from socialbench.runtime.models import MAX_ITEMS, MAX_TEXT_BYTES
+from socialbench.runtime.models import MAX_ITEMS, MAX_TEXT_BYTES, MAX_USERNAME_BYTES
 from socialbench.services.compose_post import _json_strings, create_app
 from tests.services.support import app_client, serve_neighbours
 
@@ -122,6 +122,30 @@ async def test_a_text_over_the_cap_is_a_413_and_nothing_is_asked_or_stored(
     assert recorder.calls == []
     status, _ = await compose_form(
         client, b"username=u&user_id=1&post_type=0&text=" + b"x" * MAX_TEXT_BYTES
+    )
+    assert status == 200
+
+
+async def test_a_username_over_the_cap_is_a_413_and_nothing_is_asked_or_stored(
+    recorder: Recorder, client: AsyncClient
+) -> None:
+    # A 1 MB username was stored in MongoDB, then answered 500 by memcached (issue 28).
+    for username in ("u" * (MAX_USERNAME_BYTES + 1), "é" * (MAX_USERNAME_BYTES // 2 + 1),
+                     "u" * (1 << 20)):
+        size = len(username.encode())
+        status, answer = await compose_form(
+            client, f"username={username}&user_id=1&post_type=0&text=hi".encode()
+        )
+        assert status == 413, answer
+        assert answer == (f"compost_post failure: username is {size} bytes of UTF-8, "
+                          f"over the cap of {MAX_USERNAME_BYTES}\n")
+        response = await client.post("/compose_post", json={
+            "username": username, "user_id": 1, "text": "hi"})
+        assert response.status_code == 413
+        assert response.json()["message"].startswith("username: ")
+    assert recorder.calls == []
+    status, _ = await compose_form(
+        client, b"username=" + b"u" * MAX_USERNAME_BYTES + b"&user_id=1&post_type=0&text=hi"
     )
     assert status == 200
 

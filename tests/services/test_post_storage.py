@@ -82,7 +82,7 @@ async def test_posts_missing_from_memcached_come_from_mongodb_and_are_cached_aga
     ids = [int(p["post_id"]) for p in posts]
     cache = storage(app).cache
     for post_id in ids[1:3]:
-        await cache.delete(str(post_id).encode())
+        await cache.client.delete(str(post_id).encode())
 
     assert await read_posts(client, ids) == posts
 
@@ -94,7 +94,7 @@ async def test_posts_missing_from_memcached_come_from_mongodb_and_are_cached_aga
 async def test_a_post_only_in_mongodb_keeps_its_shape(app: FastAPI, client: AsyncClient) -> None:
     post = new_post()
     await store(client, post)
-    await storage(app).cache.delete(post["post_id"].encode())
+    await storage(app).cache.client.delete(post["post_id"].encode())
     response = await client.post("/read_post", json={"post_id": int(post["post_id"])})
     assert response.json() == {"post": post}
 
@@ -149,10 +149,26 @@ async def test_a_deleted_post_is_gone_from_mongodb_and_memcached(
     assert await storage(app).posts.count_documents({"post_id": post_id}) == 0
 
 
+async def test_a_post_read_before_its_delete_is_not_cached_again_after_it(
+    app: FastAPI, client: AsyncClient
+) -> None:
+    post = new_post()
+    await store(client, post)
+    key = post["post_id"].encode()
+    read_before = await storage(app).cache.get(key)  # a reader that has the post
+    assert read_before is not None
+    response = await client.post("/delete_post", json={"post_id": int(post["post_id"])})
+    assert response.status_code == 200
+    await storage(app).cache.fill(key, read_before)  # its fill, landing after the delete
+    read = await client.post("/read_post", json={"post_id": int(post["post_id"])})
+    assert read.status_code == 404
+    assert await read_posts(client, [int(post["post_id"])]) == []
+
+
 async def test_deleting_is_idempotent(app: FastAPI, client: AsyncClient) -> None:
     post = new_post()
     await store(client, post)
-    await storage(app).cache.delete(post["post_id"].encode())  # in MongoDB only
+    await storage(app).cache.client.delete(post["post_id"].encode())  # in MongoDB only
     for post_id in (int(post["post_id"]), int(post["post_id"]), random.randrange(1, 1 << 62)):
         response = await client.post("/delete_post", json={"post_id": post_id})
         assert response.status_code == 200, response.text

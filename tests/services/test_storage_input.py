@@ -10,7 +10,15 @@ import pytest
 from fastapi import FastAPI
 from httpx import AsyncClient
 
-from socialbench.runtime.models import MAX_ITEMS, MAX_READ_IDS, MAX_STORED_TEXT_BYTES
+from socialbench.runtime.models import (
+    MAX_ITEMS,
+    MAX_PASSWORD_BYTES,
+    MAX_PERSON_NAME_BYTES,
+    MAX_READ_IDS,
+    MAX_STORED_TEXT_BYTES,
+    MAX_TEXT_BYTES,
+    MAX_USERNAME_BYTES,
+)
 from socialbench.services import post_storage, user
 from tests.services.support import app_client, mongo_client, point_at, serve_fake, unique_name
 
@@ -53,6 +61,13 @@ BAD_POSTS = [
     ("text", {"text": "x" * 1_100_000}, 413),  # over memcached's item: once a 500, stored
     ("media", {"media": [{"media_id": "1", "media_type": "png"}] * (MAX_ITEMS + 1)}, 413),
     ("urls", {"urls": [{"shortened_url": "s", "expanded_url": "e"}] * (MAX_ITEMS + 1)}, 413),
+    # Over memcached's item: once a 500 with the post stored (issue 28).
+    ("creator.username", {"creator": {"user_id": "7", "username": "u" * (1 << 20)}}, 413),
+    ("user_mentions.0.username",
+     {"user_mentions": [{"user_id": "8", "username": "u" * (MAX_USERNAME_BYTES + 1)}]}, 413),
+    ("req_id", {"req_id": "1" * (1 << 20)}, 413),
+    ("urls.0.expanded_url",
+     {"urls": [{"shortened_url": "s", "expanded_url": "e" * (MAX_TEXT_BYTES + 1)}]}, 413),
 ]
 
 
@@ -135,3 +150,53 @@ async def test_the_creator_of_a_post_needs_a_good_id(
     response = await client.post("/compose_creator_with_user_id",
                                  json={"user_id": 0, "username": "u"})
     assert response.json() == {"creator": {"user_id": "0", "username": "u"}}
+
+
+OVERSIZED = [
+    ("first_name", MAX_PERSON_NAME_BYTES),
+    ("last_name", MAX_PERSON_NAME_BYTES),
+    ("username", MAX_USERNAME_BYTES),
+    ("password", MAX_PASSWORD_BYTES),
+]
+
+
+@pytest.mark.parametrize(("field", "cap"), OVERSIZED)
+@pytest.mark.parametrize("size", ["just over", "1 MB"])
+async def test_a_registration_with_a_field_over_its_cap_is_a_413_and_stores_nothing(
+    user_client: tuple[AsyncClient, Any, list[Any]], field: str, cap: int, size: str
+) -> None:
+    client, users, inserted = user_client
+    name = unique_name("user")
+    fields = {"first_name": "A", "last_name": "L", "username": name, "password": "pw"}
+    value = "é" * (cap // 2 + 1) if size == "just over" else "x" * (1 << 20)
+    fields[field] = value
+    length = len(value.encode())
+    for route in ("/wrk2-api/user/register", "/api/user/register"):
+        body = "&".join(f"{k}={v}" for k, v in {**fields, "user_id": "5"}.items())
+        response = await client.post(route, content=body.encode(), headers=FORM)
+        assert response.status_code == 413, response.text
+        assert response.text == (f"User registration failure: {field} is {length} bytes of "
+                                 f"UTF-8, over the cap of {cap}\n")
+    response = await client.post("/register_user", json=fields)
+    assert response.status_code == 413, response.text
+    assert response.json()["message"] == f"{field}: {length} bytes of UTF-8, over the cap of {cap}"
+    assert await users.find_one({"username": fields["username"]}) is None
+    assert inserted == []
+    # At the cap, a registration is taken.
+    fields[field] = name.ljust(cap, "x") if field == "username" else "é" * (cap // 2)
+    response = await client.post("/register_user", json=fields)
+    assert response.status_code == 200, response.text
+
+
+async def test_a_login_over_the_caps_is_a_413(
+    user_client: tuple[AsyncClient, Any, list[Any]],
+) -> None:
+    client, _, _ = user_client
+    for field, cap in (("username", MAX_USERNAME_BYTES), ("password", MAX_PASSWORD_BYTES)):
+        fields = {"username": "u", "password": "pw", field: "x" * (cap + 1)}
+        body = "&".join(f"{k}={v}" for k, v in fields.items())
+        response = await client.post("/api/user/login", content=body.encode(), headers=FORM)
+        assert response.status_code == 413, response.text
+        assert response.text.startswith(f"User login failure: {field} is {cap + 1} bytes")
+        response = await client.post("/login", json=fields)
+        assert response.status_code == 413, response.text
