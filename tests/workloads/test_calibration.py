@@ -3,6 +3,7 @@ when a CPU-burning process starts halfway through a ramp (and none on a quiet ru
 
 from __future__ import annotations
 
+import functools
 import io
 import subprocess
 import sys
@@ -12,10 +13,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from socialbench.workloads.ramp import calibration
+from socialbench.workloads.driver import LoadConfig, LoadResult
+from socialbench.workloads.ramp import calibration, engine
+from socialbench.workloads.ramp import job as job_module
 from socialbench.workloads.ramp.bundle import Dataset, read_bundle
-from socialbench.workloads.ramp.calibration import CalibrationError, calibrate
-from socialbench.workloads.ramp.engine import RampObserver, StepRun, no_sampler
+from socialbench.workloads.ramp.calibration import Calibration, CalibrationError, calibrate
+from socialbench.workloads.ramp.engine import Ramp, RampObserver, StepRun, no_sampler
 from socialbench.workloads.ramp.job import RampJob, RampReport, execute
 from socialbench.workloads.ramp.live import print_headline
 from tests.workloads.conftest import scripted_ramp
@@ -139,3 +142,52 @@ def test_a_ramp_without_calibration_records_none(
     bundle = read_bundle(result.directory)
     assert [step.host for step in bundle.steps] == [None, None]
     assert bundle.summary.host_calibration_start is None and bundle.summary.comparable
+
+
+def test_the_host_adjusted_cv_takes_out_a_host_that_slowed_between_repeats(
+    refined_ramp: RampReport, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Repeat 2 runs on a host 20% slower and finds a knee 20% lower: the repeats' CV is
+    large, the host-adjusted one nil."""
+    measured = calibrate()
+    host = {"speed": 1.0}
+
+    def scripted_host() -> Calibration:
+        return measured.model_copy(update={
+            name: value * host["speed"] for name, value in
+            (("cpu_rounds_per_s", measured.cpu_rounds_per_s),
+             ("loopback_round_trips_per_s", measured.loopback_round_trips_per_s),
+             ("memory_bytes_per_s", measured.memory_bytes_per_s))})
+
+    class SlowerSecondRepeat(RampObserver):
+        def repeat_started(self, repeat: int, repeats: int) -> None:
+            host["speed"] = 1.0 if repeat == 1 else 0.8
+
+    config = scripted_ramp(refined_ramp, monkeypatch, step_limit=10_000, confirm_limit=10_000,
+                           refine=False, calibrate=True, repeat=2, start_rate=100,
+                           step_rate=100)
+    scripted = engine.run_load
+
+    def knee_by_host(load: LoadConfig, on_second: object = None) -> LoadResult:
+        limit = 500 * host["speed"]  # 500 req/s, 400 on the slower host
+        result = scripted(load, on_second)
+        return result if load.rate <= limit else scripted(
+            load.model_copy(update={"rate": 10**6}), on_second).model_copy(
+            update={"offered_rps": load.rate})
+
+    monkeypatch.setattr(engine, "run_load", knee_by_host)
+    monkeypatch.setattr(job_module, "Ramp", functools.partial(
+        Ramp, calibrator=scripted_host, start_calibrator=scripted_host))
+    job = RampJob(config=config, label="drifting", results_dir=tmp_path, sampler=no_sampler,
+                  resources_source="none", mongodb_server="mongod",
+                  dataset=Dataset(fresh=False, users=962, note="scripted"),
+                  observers=[SlowerSecondRepeat()])
+    summary = execute(job, Console(file=io.StringIO())).summary
+
+    assert summary.repeat_max_rates_rps == [500, 400]
+    assert [r.host_speed for r in summary.repeats] == pytest.approx([1.0, 0.8])
+    assert summary.coefficient_of_variation == pytest.approx(0.157, abs=0.001)
+    assert summary.host_adjusted_cv == pytest.approx(0.0, abs=1e-9)
+    # The best repeat ran on the host as it started; the second on the moved one.
+    assert summary.comparable
+    assert summary.repeats[0].host_moved == [] and summary.repeats[1].host_moved

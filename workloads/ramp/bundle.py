@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -403,6 +404,15 @@ class Summary(Strict):
                                   "it is flagged.")
     calibration_seconds: float = Field(
         default=0.0, description="Wall time the ramp spent calibrating the host.")
+    host_speed_spread: float | None = Field(
+        default=None, description="Sample standard deviation of the steps' host speeds: the "
+                                  "calibration's own noise on a quiet host, or the host's "
+                                  "drift on a busy one.")
+    host_adjusted_cv: float | None = Field(
+        default=None, description="The coefficient of variation of the repeats' answers "
+                                  "each divided by the host speed at its repeat's start (2+ "
+                                  "calibrated repeats): what is left when the host's drift "
+                                  "is taken out.")
     comparable: bool = Field(
         default=True, description="False: the host's speed moved at a step that decided the "
                                   "best repeat's answer (see not_comparable).")
@@ -571,6 +581,7 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
     best_run = outcome.best
     best = _answer(best_run, by_name) if best_run else None
     calibrations = [r.host.calibration for r in records if r.host is not None]
+    speeds = [r.host.speed for r in records if r.host is not None]
     start = calibrations[0] if calibrations else None
     end = outcome.final_calibration
     moved = next((r.host_moved for r in repeats if best_run and r.repeat == best_run.repeat),
@@ -611,7 +622,20 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
         + (end.seconds if end else 0.0),
         comparable=not moved,
         not_comparable=not_comparable,
+        host_speed_spread=statistics.stdev(speeds) if len(speeds) > 1 else None,
+        host_adjusted_cv=host_adjusted_cv(outcome, repeats),
     )
+
+
+def host_adjusted_cv(outcome: RampOutcome, repeats: list[RepeatSummary]) -> float | None:
+    """The CV of each finished repeat's answer over its host speed (None below two)."""
+    speeds = {r.repeat: r.host_speed for r in repeats}
+    adjusted = [(run.max_rate_rps or 0.0) / speed for run in outcome.runs
+                if run.stop_reason is not StopReason.INTERRUPTED
+                and (speed := speeds.get(run.repeat))]
+    if len(adjusted) < 2 or statistics.mean(adjusted) == 0:
+        return None
+    return statistics.stdev(adjusted) / statistics.mean(adjusted)
 
 
 # ---------------------------------------------------------------- files
@@ -770,7 +794,8 @@ class BundleWriter(RampObserver):
             self.reference = step.calibration
         record.host = host_speed_record(step.calibration, self.reference,
                                         self.manifest.config.host_drift)
-        if record.host is not None and record.host.flagged and self.records:
+        if (record.host is not None and record.host.flagged and self.records
+                and self.records[-1].repeat == record.repeat):
             self._flag_last()  # the last step ran between its calibration and this one
         if self.latency_by_service is not None:
             record.latency_by_service = self.latency_by_service(step)

@@ -18,7 +18,7 @@ The run's first measurement, its reference, is the median of three. The host's s
 against a reference (the run's first calibration, or another host's)
 is the geometric mean of the three parts' ratios: 1.0 unchanged, 0.8 a fifth slower.
 A step whose calibration moved more than ``RampConfig.host_drift`` (10%) from the run's
-first is flagged; so is the step before it, which ran between the two.
+first is flagged; so is the step before it in its repeat, which ran between the two.
 
 The parts are separate processes started from the interpreter (``python -S``), not
 forked, since the ramp has threads (the live view, the samplers).

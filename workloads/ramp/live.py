@@ -178,7 +178,9 @@ def print_headline(result: RampReport, console: Console) -> None:
         console.print(
             f"Repeats: {rates} req/s; mean {summary.mean_max_rate_rps or 0:,.1f}, median "
             f"{summary.median_max_rate_rps or 0:,.6g}, coefficient of variation "
-            + (f"{cv:.1%}" if cv is not None else "—"))
+            + (f"{cv:.1%}" if cv is not None else "—")
+            + (f" ({summary.host_adjusted_cv:.1%} with each repeat's answer divided by its "
+               "host speed)" if summary.host_adjusted_cv is not None else ""))
     if summary.completed and summary.best is None:
         held = [step.rate for run in result.outcome.runs for step in run.steps if step.passed]
         if held:
@@ -195,6 +197,8 @@ def print_headline(result: RampReport, console: Console) -> None:
         console.print(f"Host speed (fixed work before each step): {end}"
                       + (f"; at each repeat's start {', '.join(speeds)}"
                          if len(speeds) > 1 else "")
+                      + (f"; spread over the steps {summary.host_speed_spread:.1%}"
+                         if summary.host_speed_spread is not None else "")
                       + f"; calibrating took {summary.calibration_seconds:.1f} s")
     if not summary.comparable:
         console.print(f"[bold yellow]Not comparable[/]: {summary.not_comparable}.",
