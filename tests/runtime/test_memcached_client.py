@@ -39,6 +39,13 @@ async def test_set_get_and_delete(memcached: MemcachedClient) -> None:
     assert (await memcached.version()).count(b".") == 2
 
 
+async def test_add_stores_only_a_missing_key(memcached: MemcachedClient) -> None:
+    key = unique("k")
+    assert await memcached.add(key, b"first")
+    assert not await memcached.add(key, b"second")
+    assert await memcached.get(key) == b"first"
+
+
 async def test_a_get_of_many_keys_answers_each_in_the_order_asked(
     memcached: MemcachedClient,
 ) -> None:

@@ -56,6 +56,7 @@ async def use_every_store(stores: Stores, key: str) -> None:
     await redis.zadd(key, {"a": 1})
     await redis.pipeline(("ZADD", key, 2, "b"), ("ZREVRANGE", key, 0, -1), ("EXISTS", key))
     await memcached.set(key.encode(), b"v")
+    await memcached.add(key.encode(), b"v")
     await memcached.multi_get(key.encode(), b"missing-" + key.encode())
     posts = stores.require_mongodb()["socialbench_test"]["post"]
     await posts.insert_one({"_id": key})
@@ -73,8 +74,8 @@ async def test_store_calls_in_a_traced_request_are_its_child_spans(
     with tracer.start_as_current_span("request", kind=SpanKind.SERVER) as request:
         await use_every_store(stores, key)
     spans = {span.name: span for span in exporter.get_finished_spans()}
-    assert {"redis ZADD", "redis pipeline", "memcached set", "memcached multi_get",
-            "mongodb insert post", "mongodb find post"} <= set(spans)
+    assert {"redis ZADD", "redis pipeline", "memcached set", "memcached add",
+            "memcached multi_get", "mongodb insert post", "mongodb find post"} <= set(spans)
     request_id = request.get_span_context().span_id
     for name, span in spans.items():
         if name != "request":
