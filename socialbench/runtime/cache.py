@@ -10,13 +10,12 @@ message, so a dead memcached under load cannot flood the log.
 
 No stale value: what the services cache never changes once stored (a post's JSON under
 its id, a username's id and login record), so a failed fill leaves no value or the same
-one (memcached drops a key's old value when it refuses a ``set``). The one change is a
-post deleted to undo a failed compose. :meth:`Cache.delete` puts a tombstone (an empty
-value, :data:`TOMBSTONE_TTL_S`) in its place, and every fill is an ``add``, which a
-tombstone refuses: a fill that read MongoDB before the delete and reaches memcached after
-it cannot bring the post back. A tombstone reads as a miss. A delete that memcached
-does not confirm raises :class:`StoreError`: the deletion is not acknowledged while
-memcached may still hold the value.
+one. The one change is a post deleted to undo a failed compose. :meth:`Cache.delete`
+puts a tombstone (an empty value, :data:`TOMBSTONE_TTL_S`) in its place, and every fill
+is an ``add``, which a tombstone refuses: a fill that read MongoDB before the delete and
+reaches memcached after it cannot bring the post back. A tombstone reads as a miss.
+A delete that memcached does not confirm raises :class:`StoreError`: the deletion is not
+acknowledged while memcached may still hold the value.
 """
 
 from __future__ import annotations
@@ -83,7 +82,8 @@ class Cache:
         try:
             await self.client.set(key, TOMBSTONE, TOMBSTONE_TTL_S)
         except StoreReplyError:
-            # Refused (no memory): memcached dropped the old value; make sure of it.
+            # Refused (no memory): memcached drops the old value of a refused set; the
+            # delete makes sure of it.
             await self._delete(key)
         except StoreClientError as exc:
             raise _unconfirmed(key, exc) from exc
