@@ -6,7 +6,9 @@ so the caller reads MongoDB; a fill is skipped; the write the caller made to Mon
 stands and is answered. Each such failure is counted in ``/stats`` (:data:`CACHE_REFUSED`:
 memcached answered an error; :data:`CACHE_UNAVAILABLE`: it did not answer) and logged
 at most once per :data:`LOG_INTERVAL_S` per process, with the number since the last
-message, so a dead memcached under load cannot flood the log.
+message, so a dead memcached under load cannot flood the log. Of a pool of servers
+(:mod:`~socialbench.runtime.memcached_pool`), one that fails costs only its own keys:
+the others' still hit, in a get of many keys too.
 
 No stale value: what the services cache never changes once stored (a post's JSON under
 its id, a username's id and login record), so a failed fill leaves no value or the same
@@ -26,7 +28,7 @@ import time
 from collections import Counter
 
 from socialbench.runtime.errors import StoreError
-from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.memcached_pool import Memcached, SomeServersFailed
 from socialbench.runtime.pipelining import StoreClientError, StoreReplyError
 
 CACHE_REFUSED = "CacheRefused"
@@ -41,9 +43,10 @@ log = logging.getLogger("socialbench")
 
 
 class Cache:
-    """One service's memcached, failures counted in ``errors`` (its ``/stats``)."""
+    """One service's memcached (one server or a pool), failures counted in ``errors``
+    (its ``/stats``)."""
 
-    def __init__(self, client: MemcachedClient, errors: Counter[str]) -> None:
+    def __init__(self, client: Memcached, errors: Counter[str]) -> None:
         self.client = client
         self.errors = errors
         self._unlogged = 0
@@ -58,9 +61,14 @@ class Cache:
             return None
 
     async def multi_get(self, *keys: bytes) -> tuple[bytes | None, ...]:
-        """The value of each key, as :meth:`get`, in one round trip."""
+        """The value of each key, as :meth:`get`, in one round trip (per server of a pool:
+        the keys of a server that fails are misses, the others' are answered)."""
         try:
             found = await self.client.multi_get(*keys)
+        except SomeServersFailed as exc:
+            for error in exc.errors:
+                self._failed("get", error)
+            found = exc.values
         except StoreClientError as exc:
             self._failed("get", exc)
             return (None,) * len(keys)

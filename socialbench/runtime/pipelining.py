@@ -11,8 +11,8 @@ Bounds: connecting takes at most ``connect_timeout_s``; a command is answered wi
 ``call_timeout_s`` of being sent, or its connection is closed and every command in flight
 on it fails (one timer per connection watches the oldest, not one per command). A command
 whose connection was lost before its reply (the store restarted) is sent once more on a
-new connection, tried for up to ``connect_timeout_s`` while the store comes back: the
-clients send only commands that are safe to repeat.
+new connection, tried for up to ``reconnect_for_s`` (default ``connect_timeout_s``) while
+the store comes back: the clients send only commands that are safe to repeat.
 
 Errors::
 
@@ -168,13 +168,16 @@ class PipelinedClient:
     connection_class: ClassVar[type[PipelinedConnection]]
 
     def __init__(self, host: str, port: int, *, max_connections: int,
-                 connect_timeout_s: float, call_timeout_s: float) -> None:
+                 connect_timeout_s: float, call_timeout_s: float,
+                 reconnect_for_s: float | None = None) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.host, self.port = host, port
         self.max_connections = max_connections
         self.connect_timeout_s = connect_timeout_s
         self.call_timeout_s = call_timeout_s
+        # 0: one try (a pool's server, whose keys are misses meanwhile: memcached_pool.py).
+        self.reconnect_for_s = connect_timeout_s if reconnect_for_s is None else reconnect_for_s
         self._connections: list[PipelinedConnection] = []
         self._connecting: list[asyncio.Task[PipelinedConnection]] = []
 
@@ -189,8 +192,8 @@ class PipelinedClient:
 
     async def _connection_again(self) -> PipelinedConnection:
         """A new connection after one was lost: the store may be restarting, so a refused
-        connection is tried again until ``connect_timeout_s`` has passed."""
-        deadline = asyncio.get_running_loop().time() + self.connect_timeout_s
+        connection is tried again until ``reconnect_for_s`` has passed."""
+        deadline = asyncio.get_running_loop().time() + self.reconnect_for_s
         while True:
             try:
                 return await self._new_connection()

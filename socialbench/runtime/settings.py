@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Connections at most, each pipelining (runtime/pipelining.py).
     redis_pool_size: int = 64
+    # host:port, or a pool: host:port,host:port,... (runtime/memcached_pool.py).
     memcached_address: str = "127.0.0.1:11211"
     memcached_pool_size: int = 32
     # Bounds on a store that is down or stuck, so a dead part answers 503s fast: to
@@ -112,10 +113,32 @@ class Settings(BaseSettings):
         spec = registry.get(service)
         return self._service_urls.get(spec.name) or f"http://{self.neighbour_host}:{spec.port}"
 
+    @field_validator("memcached_address")
+    @classmethod
+    def _memcached_servers(cls, value: str) -> str:
+        parse_servers(value)
+        return value
+
     @property
-    def memcached_host_port(self) -> tuple[str, int]:
-        host, _, port = self.memcached_address.rpartition(":")
-        return host or "127.0.0.1", int(port)
+    def memcached_servers(self) -> list[tuple[str, int]]:
+        """Host and port of each memcached server, in the order given."""
+        return parse_servers(self.memcached_address)
+
+
+def parse_servers(addresses: str) -> list[tuple[str, int]]:
+    """``host:port,host:port,...`` as (host, port) pairs: at least one, none twice. A missing
+    host is 127.0.0.1; an IPv6 host is in brackets (``[::1]:11211``)."""
+    servers: list[tuple[str, int]] = []
+    for address in filter(None, (part.strip() for part in addresses.split(","))):
+        host, _, port = address.rpartition(":")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port, got {address!r}")
+        servers.append((host.removeprefix("[").removesuffix("]") or "127.0.0.1", int(port)))
+    if not servers:
+        raise ValueError("no server address given")
+    if len(set(servers)) != len(servers):
+        raise ValueError(f"a server is given twice: {addresses}")
+    return servers
 
 
 def require_login_secret(settings: Settings) -> None:

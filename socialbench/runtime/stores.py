@@ -2,7 +2,8 @@
 
 Our own clients, over pipelining connections whose every wait is bounded
 (:mod:`~socialbench.runtime.pipelining`): Redis (:mod:`~socialbench.runtime.redis_client`),
-memcached (:mod:`~socialbench.runtime.memcached_client`) and MongoDB
+memcached (:mod:`~socialbench.runtime.memcached_client`, one server; a pool of servers
+by consistent hashing: :mod:`~socialbench.runtime.memcached_pool`) and MongoDB
 (:mod:`~socialbench.runtime.mongodb_client`). redis-py, aiomcache and PyMongo spent 1.5-6
 times their CPU per command (``socialbench bench store-clients``).
 
@@ -24,6 +25,7 @@ from opentelemetry.trace import Tracer
 from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
 from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.memcached_pool import Memcached, MemcachedPool
 from socialbench.runtime.mongodb_client import Collection, MongoClient
 from socialbench.runtime.pipelining import StoreClientError
 from socialbench.runtime.redis_client import RedisClient
@@ -66,7 +68,7 @@ class Stores:
 
     mongodb: MongoClient | None = None
     redis: RedisClient | None = None
-    memcached: MemcachedClient | None = None
+    memcached: Memcached | None = None
 
     @classmethod
     def connect(
@@ -87,12 +89,7 @@ class Stores:
                 if tracer else RedisClient.from_url(settings.redis_url, **options)
             )
         if Store.MEMCACHED in needed:
-            host, port = settings.memcached_host_port
-            options = _client_options(settings, settings.memcached_pool_size)
-            stores.memcached = (
-                TracedMemcachedClient(host, port, tracer=tracer, **options) if tracer
-                else MemcachedClient(host, port, **options)
-            )
+            stores.memcached = _memcached(settings, tracer)
         return stores
 
     async def health(self) -> dict[str, str]:
@@ -136,10 +133,22 @@ class Stores:
             raise StoreError("this service was not configured with Redis")
         return self.redis
 
-    def require_memcached(self) -> MemcachedClient:
+    def require_memcached(self) -> Memcached:
         if self.memcached is None:
             raise StoreError("this service was not configured with memcached")
         return self.memcached
+
+
+def _memcached(settings: Settings, tracer: Tracer | None) -> Memcached:
+    """The client of the one memcached server, or a pool of one client per server."""
+    options = _client_options(settings, settings.memcached_pool_size)
+    servers = settings.memcached_servers
+    if len(servers) > 1:
+        # A pool's server fails fast: its keys are misses while it is away.
+        options["reconnect_for_s"] = 0.0
+    clients = [TracedMemcachedClient(host, port, tracer=tracer, **options) if tracer
+               else MemcachedClient(host, port, **options) for host, port in servers]
+    return clients[0] if len(clients) == 1 else MemcachedPool(clients)
 
 
 async def flag_fresh_cache(redis: RedisClient, collection: Collection, flag: str) -> None:

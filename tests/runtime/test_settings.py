@@ -30,3 +30,13 @@ def test_without_its_variable_a_service_is_at_the_neighbour_host_and_registry_po
 def test_an_unknown_service_is_a_clear_error() -> None:
     with pytest.raises(KeyError, match="unknown service 'nope'"):
         Settings().url_of("nope")
+
+
+def test_the_memcached_address_is_one_server_or_a_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOCIALBENCH_MEMCACHED_ADDRESS", "10.0.0.1:11211, cache-2:11212,[::1]:7")
+    assert Settings().memcached_servers == [("10.0.0.1", 11211), ("cache-2", 11212),
+                                            ("::1", 7)]
+    assert Settings(memcached_address=":11211").memcached_servers == [("127.0.0.1", 11211)]
+    for wrong in ("", "cache", "cache:http", "a:1,a:1", "a:70000"):
+        with pytest.raises(ValueError, match="memcached_address"):
+            Settings(memcached_address=wrong)

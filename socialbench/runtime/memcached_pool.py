@@ -1,0 +1,216 @@
+"""A pool of memcached servers, each key on one of them by consistent hashing.
+
+``SOCIALBENCH_MEMCACHED_ADDRESS=host:port,host:port,...`` gives the servers;
+:meth:`~socialbench.runtime.stores.Stores.connect` makes a :class:`MemcachedPool` of one
+:class:`~socialbench.runtime.memcached_client.MemcachedClient` per server (each up to
+``memcached_pool_size`` connections). With one server it makes the plain client, as
+before pools: one server pays nothing for them, not even a call.
+
+A key goes to its owner on a :class:`~socialbench.runtime.hash_ring.HashRing` (libketama's
+points). A get of many keys is split by server, the parts sent at once, and the values
+merged back in the order asked.
+
+A server that fails costs its keys and nothing else. The :class:`~socialbench.runtime.cache.Cache`
+wrapper makes its errors misses; here:
+
+- Its first command that fails for want of the server (refused, lost, no reply in
+  time) marks it down. Until it is tried again, its commands fail at once with
+  :class:`ServerDown`: no connection is tried, so no connect timeout is waited for, and
+  a get of many keys answers those on the live servers at once (:class:`SomeServersFailed`
+  carries them). The commands already sent to it fail as their connection does: its
+  client tries one new connection, not the reconnect loop of a lone server
+  (``reconnect_for_s``). So the only waits are those of the commands sent before the
+  first failure: at most a connect or call timeout, once per outage.
+- After a back-off (1 s, doubling to 30 s while it stays down) its next command starts
+  a probe (``version``) in the background, and still fails at once; the probe's answer
+  puts the server back in use.
+- Its keys stay on it: nothing is rehashed to the live servers. A key moved while its
+  server is away would have two homes once it is back: a post deleted (tombstoned, see
+  ``cache``) on the stand-in would still be served by the returning server, which may
+  hold it from before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import NoReturn, TypeVar
+
+from socialbench.runtime.hash_ring import HashRing
+from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.pipelining import StoreClientError, StoreConnectionError
+
+FIRST_BACKOFF_S = 1.0
+MOST_BACKOFF_S = 30.0
+
+T = TypeVar("T")
+log = logging.getLogger("socialbench")
+
+
+class ServerDown(StoreConnectionError):
+    """The key's server failed and waits for its back-off; the command was not sent."""
+
+
+class SomeServersFailed(StoreClientError):
+    """A get of many keys whose servers did not all answer: ``values`` has what those
+    that did hold (None for the others' keys), ``errors`` each failed server's error."""
+
+    def __init__(self, values: tuple[bytes | None, ...], errors: list[StoreClientError]) -> None:
+        super().__init__("; ".join(str(error) for error in errors))
+        self.values = values
+        self.errors = errors
+
+
+class _Server:
+    """One server of the pool, and whether it is in use."""
+
+    __slots__ = ("backoff_s", "client", "error", "name", "probe", "retry_at")
+
+    def __init__(self, client: MemcachedClient) -> None:
+        self.client = client
+        self.name = f"{client.host}:{client.port}"
+        self.retry_at = 0.0  # 0: in use; else down, probed from this loop time on
+        self.backoff_s = FIRST_BACKOFF_S
+        self.error: StoreClientError | None = None
+        self.probe: asyncio.Task[None] | None = None
+
+
+class MemcachedPool:
+    """The commands of :class:`MemcachedClient`, each key sent to its server's client."""
+
+    def __init__(self, clients: Sequence[MemcachedClient], *,
+                 first_backoff_s: float = FIRST_BACKOFF_S,
+                 most_backoff_s: float = MOST_BACKOFF_S) -> None:
+        self._servers = [_Server(client) for client in clients]
+        self._ring = HashRing([server.name for server in self._servers])
+        self.first_backoff_s, self.most_backoff_s = first_backoff_s, most_backoff_s
+        for server in self._servers:
+            server.backoff_s = first_backoff_s
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """``host:port`` of each server, in the order given."""
+        return self._ring.names
+
+    def server_of(self, key: bytes) -> str:
+        """``host:port`` of the server that holds ``key``."""
+        return self._ring.names[self._ring.owner(key)]
+
+    def is_down(self, name: str) -> bool:
+        """Whether server ``name`` is out of use (failed, waiting for its back-off or probe)."""
+        return any(server.retry_at != 0.0 for server in self._servers if server.name == name)
+
+    @property
+    def open_connections(self) -> int:
+        return sum(server.client.open_connections for server in self._servers)
+
+    async def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or None."""
+        return await self._on(self._ring.owner(key), lambda client: client.get(key))
+
+    async def multi_get(self, *keys: bytes) -> tuple[bytes | None, ...]:
+        """The value of each key (None where missing), one ``get`` per server, sent at once;
+        :class:`SomeServersFailed` with the values found when a server fails."""
+        if not keys:
+            return ()
+        owner = self._ring.owner
+        by_server: dict[int, list[bytes]] = {}
+        for key in keys:
+            by_server.setdefault(owner(key), []).append(key)
+        if len(by_server) == 1:
+            return await self._on(next(iter(by_server)), lambda client: client.multi_get(*keys))
+        parts = list(by_server.items())
+        replies = await asyncio.gather(*(self._multi_get_on(index, part) for index, part in parts),
+                                       return_exceptions=True)
+        values: dict[bytes, bytes | None] = {}
+        errors: list[StoreClientError] = []
+        for (_, part), reply in zip(parts, replies, strict=True):
+            if isinstance(reply, StoreClientError):
+                errors.append(reply)
+            elif isinstance(reply, BaseException):
+                raise reply
+            else:
+                values.update(zip(part, reply, strict=True))
+        found = tuple(values.get(key) for key in keys)
+        if errors:
+            raise SomeServersFailed(found, errors)
+        return found
+
+    async def _multi_get_on(self, index: int, keys: list[bytes]) -> tuple[bytes | None, ...]:
+        return await self._on(index, lambda client: client.multi_get(*keys))
+
+    async def set(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
+        """Store ``value`` under ``key`` (for ``exptime`` seconds; 0: until evicted)."""
+        return await self._on(self._ring.owner(key),
+                              lambda client: client.set(key, value, exptime))
+
+    async def add(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
+        """Store ``value`` under ``key`` unless ``key`` holds a value; True if stored."""
+        return await self._on(self._ring.owner(key),
+                              lambda client: client.add(key, value, exptime))
+
+    async def delete(self, key: bytes) -> bool:
+        """True if ``key`` was there."""
+        return await self._on(self._ring.owner(key), lambda client: client.delete(key))
+
+    async def version(self) -> bytes:
+        """Every server's version, space-separated (health: asks those marked down too);
+        :class:`StoreConnectionError` naming the servers that did not answer."""
+        replies = await asyncio.gather(*(server.client.version() for server in self._servers),
+                                       return_exceptions=True)
+        failed = [f"{server.name}: {reply}" for server, reply in zip(self._servers, replies,
+                                                                      strict=True)
+                  if isinstance(reply, BaseException)]
+        if failed:
+            raise StoreConnectionError(f"memcached servers not answering: {'; '.join(failed)}")
+        return b" ".join(reply for reply in replies if isinstance(reply, bytes))
+
+    async def close(self) -> None:
+        for server in self._servers:
+            if server.probe is not None:
+                server.probe.cancel()
+            await server.client.close()
+
+    async def _on(self, index: int, command: Callable[[MemcachedClient], Awaitable[T]]) -> T:
+        """``command`` on server ``index``'s client, unless the server is down."""
+        server = self._servers[index]
+        if server.retry_at:
+            self._refuse(server)
+        try:
+            return await command(server.client)
+        except StoreConnectionError as exc:
+            self._mark_down(server, exc)
+            raise
+
+    def _refuse(self, server: _Server) -> NoReturn:
+        if server.probe is None and asyncio.get_running_loop().time() >= server.retry_at:
+            server.probe = asyncio.ensure_future(self._probe(server))
+        raise ServerDown(f"memcached {server.name} is out of use until it answers again "
+                         f"(it failed: {server.error})")
+
+    def _mark_down(self, server: _Server, error: StoreConnectionError) -> None:
+        if server.retry_at:
+            return
+        server.retry_at = asyncio.get_running_loop().time() + server.backoff_s
+        server.error = error
+        log.warning("memcached %s failed, its keys are misses until it answers again "
+                    "(tried in %g s): %s", server.name, server.backoff_s, error)
+
+    async def _probe(self, server: _Server) -> None:
+        try:
+            await server.client.version()
+        except StoreClientError as exc:
+            server.error = exc
+            server.backoff_s = min(server.backoff_s * 2, self.most_backoff_s)
+            server.retry_at = asyncio.get_running_loop().time() + server.backoff_s
+        else:
+            server.retry_at = 0.0
+            server.backoff_s = self.first_backoff_s
+            log.warning("memcached %s answers again: back in use", server.name)
+        finally:
+            server.probe = None
+
+
+Memcached = MemcachedClient | MemcachedPool
+"""What the services reach memcached through: one server's client, or a pool's."""
