@@ -64,6 +64,10 @@ def up(
     = STACK_DEFAULTS.nginx_workers,
     redis_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.redis_port,
     memcached_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.memcached_port,
+    memcached_instances: Annotated[int, typer.Option(min=1, help=(
+        "memcached processes, on consecutive ports from --memcached-port; the services "
+        "spread the cached keys over them by consistent hashing."))]
+    = STACK_DEFAULTS.memcached_instances,
     mongodb_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.mongodb_port,
     service_port_offset: Annotated[int, typer.Option(
         help="Added to every service's port (to run a second stack beside one).")]
@@ -88,8 +92,8 @@ def up(
         data_dir=stack.data_dir, gateway_port=port, media_port=media_port,
         workers=parse_workers(workers), default_workers=default_workers,
         nginx_workers=nginx_workers, redis_port=redis_port,
-        memcached_port=memcached_port, mongodb_port=mongodb_port,
-        service_port_offset=service_port_offset, tracing=tracing,
+        memcached_port=memcached_port, memcached_instances=memcached_instances,
+        mongodb_port=mongodb_port, service_port_offset=service_port_offset, tracing=tracing,
         trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
         jaeger_otlp_port=jaeger_otlp_port,
     )

@@ -84,6 +84,9 @@ class StackConfig:
     redis_port: int = 6390
     memcached_port: int = 11222
     mongodb_port: int = 27027
+    # memcached processes, on consecutive ports from memcached_port, each with
+    # memcached_memory_mb: the services spread their keys over them (runtime/memcached_pool.py).
+    memcached_instances: int = 1
     memcached_memory_mb: int = 1024
     # Worker processes: those of the services named here, then default_workers of every
     # other; None: each its share of the CPUs (registry.default_workers, cpu_count).
@@ -153,6 +156,17 @@ class StackConfig:
             spec.name in self.workers for spec in registry.SERVICES)
         return "given" if given else "cpu-count"
 
+    @property
+    def memcached_ports(self) -> list[int]:
+        return [self.memcached_port + n for n in range(self.memcached_instances)]
+
+    def memcached_name(self, port: int) -> str:
+        """The component name of the memcached on ``port``: ``memcached`` when it is the
+        only one, else ``memcached-1``, ``memcached-2``, ..."""
+        if self.memcached_instances == 1:
+            return "memcached"
+        return f"memcached-{self.memcached_ports.index(port) + 1}"
+
     def service_port(self, spec: registry.ServiceSpec) -> int:
         return spec.port + self.service_port_offset
 
@@ -161,7 +175,8 @@ class StackConfig:
         prefix = registry.ENV_PREFIX
         env = {
             f"{prefix}REDIS_URL": f"redis://{self.host}:{self.redis_port}/0",
-            f"{prefix}MEMCACHED_ADDRESS": f"{self.host}:{self.memcached_port}",
+            f"{prefix}MEMCACHED_ADDRESS": ",".join(f"{self.host}:{port}"
+                                                   for port in self.memcached_ports),
             f"{prefix}MONGODB_URL": f"mongodb://{self.host}:{self.mongodb_port}",
             f"{prefix}NEIGHBOUR_HOST": self.host,
         }
@@ -234,8 +249,9 @@ def plan(config: StackConfig) -> list[Component]:
     data = config.data_dir.resolve()
     stores: list[ServerCommand] = [
         redis_command(config.redis_port, data / "redis", host=config.host),
-        memcached_command(config.memcached_port, host=config.host,
-                          memory_mb=config.memcached_memory_mb),
+        *(replace(memcached_command(port, host=config.host, memory_mb=config.memcached_memory_mb),
+                  name=config.memcached_name(port))
+          for port in config.memcached_ports),
         mongodb_command(config.mongodb_port, data / "mongodb", host=config.host,
                         cpus=config.cpu_count),
     ]

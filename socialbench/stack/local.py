@@ -196,7 +196,8 @@ class LocalStack:
         return StackRecord(
             workers=config.service_workers(), default_workers=config.default_workers,
             workers_chosen=config.workers_chosen, workers_cpus=config.cpu_count,
-            nginx_workers=config.nginx_workers, tracing=tracing,
+            nginx_workers=config.nginx_workers, memcached_servers=config.memcached_instances,
+            tracing=tracing,
             trace_sample_ratio=config.trace_sample_ratio if tracing else None,
             durability=store_durability(self._mongodb_binary(), cpus=config.cpu_count),
         )

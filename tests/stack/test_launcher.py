@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from socialbench import registry
-from socialbench.runtime.settings import JWT_SECRET_ENV
+from socialbench.runtime.settings import JWT_SECRET_ENV, Settings
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
@@ -221,6 +221,34 @@ def test_services_start_together_after_the_stores_and_before_nginx(tmp_path: Pat
     assert names[:3] == [["redis"], ["memcached"], ["mongodb"]]
     assert sorted(names[3]) == sorted(s.name for s in registry.SERVICES)
     assert names[4:] == [["nginx"]]
+
+
+def test_a_memcached_pool_is_started_on_consecutive_ports_and_given_to_the_services(
+    tmp_path: Path,
+) -> None:
+    config = StackConfig(data_dir=tmp_path, memcached_port=12000, memcached_instances=3)
+    components = launcher.plan(config)
+    memcached = [c for c in components if c.name.startswith("memcached")]
+    assert [(c.name, c.port) for c in memcached] == [
+        ("memcached-1", 12000), ("memcached-2", 12001), ("memcached-3", 12002)]
+    assert all(str(c.port) in c.argv for c in memcached)
+    address = config.service_env()["SOCIALBENCH_MEMCACHED_ADDRESS"]
+    assert Settings(memcached_address=address).memcached_servers == [
+        ("127.0.0.1", 12000), ("127.0.0.1", 12001), ("127.0.0.1", 12002)]
+    services = [c for c in components if c.kind == "service"]
+    assert all(c.env["SOCIALBENCH_MEMCACHED_ADDRESS"] == address for c in services)
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+    record = LocalStack(tmp_path).record(config.url)
+    assert record is not None and record.memcached_servers == 3
+
+
+def test_one_memcached_keeps_its_name_and_address(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, memcached_port=12000)
+    assert [c.name for c in launcher.plan(config) if c.name.startswith("memcached")] == [
+        "memcached"]
+    assert config.service_env()["SOCIALBENCH_MEMCACHED_ADDRESS"] == "127.0.0.1:12000"
+    record = LocalStack(tmp_path).record(config.url)
+    assert record is not None and record.memcached_servers == 1
 
 
 def test_a_free_service_offset_leaves_every_service_port_free() -> None:

@@ -110,6 +110,10 @@ class StackRecord(Strict):
         default=None, description="The CPUs the stack could use when its worker counts "
                                   "were chosen; None: an older bundle.")
     nginx_workers: str
+    memcached_servers: int | None = Field(
+        default=None, description="memcached processes the services spread their cached "
+                                  "keys over (up --memcached-instances); None: an older "
+                                  "bundle (one).")
     tracing: bool = Field(description="Services sent spans during the run (to Jaeger, or "
                                       "to the ramp's receiver: ramp --trace-ratio).")
     trace_sample_ratio: float | None = Field(

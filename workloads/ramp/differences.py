@@ -66,7 +66,9 @@ def _store_layout(bundle: Bundle) -> str:
     software = bundle.manifest.software
     server = software.get("mongodb_server")
     durability = stack.durability if stack is not None else None
-    return _text({"mongodb_server": server, "durability": durability})
+    memcached_servers = (stack.memcached_servers or 1) if stack is not None else None
+    return _text({"mongodb_server": server, "durability": durability,
+                  "memcached_servers": memcached_servers})
 
 
 def _code(bundle: Bundle) -> str:
