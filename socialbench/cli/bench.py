@@ -12,6 +12,7 @@ from socialbench.bench.cache import CacheBench
 from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
 from socialbench.bench.hop import HopBench
+from socialbench.bench.hot_users import PLAIN, HotUsersBench
 from socialbench.bench.mongodb import MongoBench
 from socialbench.bench.stack import StackBench
 from socialbench.bench.store_clients import StoreClientsBench
@@ -28,6 +29,7 @@ MONGODB = MongoBench()
 CACHE = CacheBench()
 DRILLS = DrillBench()
 HOP = HopBench()
+HOT_USERS = HotUsersBench()
 STORE_CLIENTS = StoreClientsBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
@@ -237,3 +239,25 @@ def store_clients(
 
     run(StoreClientsBench(commands=commands, callers=tuple(callers or STORE_CLIENTS.callers),
                           results_dir=results_dir))
+
+
+@bench_app.command("hot-users")
+def hot_users(
+    url: Annotated[str, typer.Option(help="The stack's front end.")] = HOT_USERS.url,
+    followers: Annotated[int, typer.Option(
+        min=PLAIN + 1, help="The celebrity's followers.")] = HOT_USERS.followers,
+    rate: Annotated[float, typer.Option(
+        min=0.1, help="Composes per second, by each author in turn.")] = HOT_USERS.rate,
+    duration: Annotated[float, typer.Option(
+        min=1, metavar="SECONDS", help="Each author's run.")] = HOT_USERS.duration_s,
+    read_rate: Annotated[float, typer.Option(
+        min=0.1, help="Background home-timeline reads per second.")] = HOT_USERS.read_rate,
+    users: Annotated[int, typer.Option(
+        min=2, help="The seeded graph's users the reads draw from.")] = HOT_USERS.users,
+    results_dir: ResultsDir = HOT_USERS.results_dir,
+) -> None:
+    """Compose latency by an author with many followers and one with few, and the reads'."""
+    from socialbench.bench.hot_users import run
+
+    run(HotUsersBench(url=url, followers=followers, rate=rate, duration_s=duration,
+                      read_rate=read_rate, users=users, results_dir=results_dir))

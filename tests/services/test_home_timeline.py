@@ -11,7 +11,12 @@ from httpx import AsyncClient
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
 from socialbench.runtime.settings import get_settings
-from socialbench.services.home_timeline import HomeTimelineService, create_app, timeline_key
+from socialbench.services.home_timeline import (
+    FAN_OUT_BATCH,
+    HomeTimelineService,
+    create_app,
+    timeline_key,
+)
 from tests.services.support import app_client, serve_neighbours
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -210,3 +215,31 @@ async def test_removing_is_idempotent(fakes: FakeNeighbours, client: AsyncClient
     await remove(client, author, new_id(), mentions=(new_id(),))
     await remove(client, new_id(), new_id())  # nobody to reach
     assert await read(client, follower) == []
+
+
+async def script_runs(service: HomeTimelineService) -> int:
+    """Scripts Redis has run (EVALSHA and EVAL), from INFO commandstats."""
+    info = (await service.redis.execute_command("INFO", "commandstats")).decode()
+    return sum(int(line.split("calls=")[1].split(",")[0]) for line in info.splitlines()
+               if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")))
+
+
+async def test_a_celebritys_post_reaches_every_follower_in_batches(
+    app: FastAPI, fakes: FakeNeighbours, client: AsyncClient
+) -> None:
+    author = new_id()
+    followers = [new_id() for _ in range(2 * FAN_OUT_BATCH + 7)]
+    fakes.followers[author] = followers
+    post_id = new_id()
+    warm_author = new_id()
+    fakes.followers[warm_author] = [new_id()]
+    await write(client, warm_author, new_id(), 1)  # the script loaded (a first EVALSHA fails)
+    before = await script_runs(home(app))
+    await write(client, author, post_id, 1_700_000_000_000)
+
+    assert await script_runs(home(app)) - before == 3  # 500, 500 and 7: Redis free between
+    for follower in followers:
+        assert await home(app).redis.zscore(timeline_key(follower), str(post_id)) == (
+            1_700_000_000_000)
+    await remove(client, author, post_id)
+    assert all([await read(client, follower) == [] for follower in followers[::50]])
