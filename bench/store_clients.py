@@ -10,7 +10,9 @@ it:
 - Redis: ``ZREVRANGE key 0 9`` of a sorted set of 100 members; redis-py's asyncio client
   with a blocking pool (the hiredis parser, the same bounds).
 - memcached: a ``get`` of 10 keys of 270 bytes (post-storage's page of posts); aiomcache
-  with its own pool (the services added bounds to it, which cost more).
+  with its own pool (the services added bounds to it, which cost more). And the pool of
+  servers (``runtime/memcached_pool.py``) over 3 memcached: the same ``get``, split over
+  them, and a ``get`` of one key, beside the one server's client.
 - MongoDB: an ``insert`` of a post (a new ``post_id`` under a unique index, as
   post-storage stores one), and a ``find`` of one post by that index; PyMongo's
   ``AsyncMongoClient`` with the services' old pool and bounds.
@@ -38,12 +40,14 @@ from typing import Any
 import uvloop
 
 from socialbench.runtime.memcached_client import MemcachedClient
+from socialbench.runtime.memcached_pool import MemcachedPool
 from socialbench.runtime.mongodb_client import MongoClient
 from socialbench.runtime.redis_client import RedisClient
 from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
     free_port,
+    free_ports,
     memcached_command,
     mongodb_command,
     redis_command,
@@ -58,6 +62,7 @@ POST_DOCUMENT = {"creator": {"user_id": 5, "username": "username_5"}, "req_id": 
                  "timestamp": 1_700_000_000_000, "post_type": 0}
 TIMEOUT_S = 10.0
 POOL_SIZE = 64
+POOL_SERVERS = 3  # memcached servers of the pool's rows
 OUR_BOUNDS: dict[str, Any] = {"max_connections": POOL_SIZE, "connect_timeout_s": TIMEOUT_S,
                                "call_timeout_s": TIMEOUT_S}
 
@@ -130,20 +135,29 @@ async def redis_clients(server: ServerCommand) -> AsyncIterator[dict[tuple[str, 
 
 @asynccontextmanager
 async def memcached_clients(
-    server: ServerCommand,
+    server: ServerCommand, pool_servers: list[ServerCommand],
 ) -> AsyncIterator[dict[tuple[str, str], Command]]:
     import aiomcache
 
     ours = MemcachedClient(server.host, server.port, **OUR_BOUNDS)
     library = aiomcache.Client(server.host, server.port, pool_size=POOL_SIZE)
+    pool = MemcachedPool([MemcachedClient(s.host, s.port, **OUR_BOUNDS, reconnect_for_s=0.0)
+                          for s in pool_servers])
+    one_key = POST_KEYS[0]
+    pool_name = f"socialbench MemcachedPool of {len(pool_servers)}"
     try:
         for key in POST_KEYS:
             await ours.set(key, POST)
+            await pool.set(key, POST)
         yield {("get", "aiomcache"): lambda: library.multi_get(*POST_KEYS),
-               ("get", "socialbench MemcachedClient"): lambda: ours.multi_get(*POST_KEYS)}
+               ("get", "socialbench MemcachedClient"): lambda: ours.multi_get(*POST_KEYS),
+               ("get", pool_name): lambda: pool.multi_get(*POST_KEYS),
+               ("get 1", "socialbench MemcachedClient"): lambda: ours.get(one_key),
+               ("get 1", pool_name): lambda: pool.get(one_key)}
     finally:
         await ours.close()
         await library.close()
+        await pool.close()
 
 
 @asynccontextmanager
@@ -177,11 +191,12 @@ async def mongodb_clients(
         await library.close()
 
 
-async def measure_all(redis: ServerCommand, memcached: ServerCommand, mongodb: ServerCommand,
-                      config: StoreClientsBench) -> list[ClientRow]:
+async def measure_all(redis: ServerCommand, memcached: list[ServerCommand],
+                      mongodb: ServerCommand, config: StoreClientsBench) -> list[ClientRow]:
+    """Each client's commands; ``memcached``: the one server, then the others of the pool."""
     rows = []
     for store, clients_of in (("redis", redis_clients(redis)),
-                              ("memcached", memcached_clients(memcached)),
+                              ("memcached", memcached_clients(memcached[0], memcached)),
                               ("mongodb", mongodb_clients(mongodb))):
         async with clients_of as clients:
             commands = list(dict.fromkeys(name for name, _ in clients))
@@ -199,10 +214,11 @@ def run(config: StoreClientsBench) -> Path:
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory() as data:
         redis = redis_command(free_port(), Path(data) / "redis")
-        memcached = memcached_command(free_port(), memory_mb=64, threads=1)
+        memcached = [memcached_command(port, memory_mb=64, threads=1)
+                     for port in free_ports(POOL_SERVERS)]
         mongodb = mongodb_command(free_port(), Path(data) / "mongodb")
-        servers = [ServerProcess(command, Path(data) / f"{command.name}.log")
-                   for command in (redis, memcached, mongodb)]
+        servers = [ServerProcess(command, Path(data) / f"{command.name}-{command.port}.log")
+                   for command in (redis, *memcached, mongodb)]
         try:
             for server in servers:
                 server.wait_ready()
@@ -215,7 +231,8 @@ def run(config: StoreClientsBench) -> Path:
     path = config.results_dir / f"bench-store-clients-{stamp}.json"
     path.write_text(json.dumps({
         "commands": {"redis": f"ZREVRANGE of 10 of {TIMELINE_MEMBERS} members",
-                     "memcached": f"get of {len(POST_KEYS)} keys of {len(POST)} bytes",
+                     "memcached": f"get of {len(POST_KEYS)} keys of {len(POST)} bytes (get 1: "
+                                  f"of one key); the pool over {POOL_SERVERS} servers",
                      "mongodb": "insert of a post (a new post_id, unique index); find of one "
                                 "post by post_id"},
         "pool_size": POOL_SIZE, "load_average_after": os.getloadavg(),

@@ -16,11 +16,14 @@ its connection is). Values are stored with flags 0, as aiomcache stores bytes.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from socialbench.runtime.pipelining import (
     INCOMPLETE,
+    ConnectionLost,
     PipelinedClient,
     PipelinedConnection,
     StoreConnectionError,
@@ -131,6 +134,20 @@ class MemcachedClient(PipelinedClient):
             check_key(key)
         values = await self._command(b"get %s\r\n" % b" ".join(keys), _VALUES)
         return tuple(values.get(key) for key in keys)
+
+    def get_sent(self, keys: Sequence[bytes]) -> asyncio.Future[Any]:
+        """A ``get`` of ``keys`` (checked by the caller) written now if a connection is free,
+        else as soon as one is: a pool writes every server's part before it waits for any.
+        The future is the reply: the values found, by key, or the :class:`StoreReplyError`
+        memcached answered."""
+        payload = b"get %s\r\n" % b" ".join(keys)
+        connection = self._ready_connection()
+        if connection is not None:
+            try:
+                return connection.send(payload, _VALUES)
+            except ConnectionLost:
+                pass
+        return asyncio.ensure_future(self.send(payload, _VALUES))
 
     async def set(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
         """Store ``value`` under ``key`` (for ``exptime`` seconds; 0: until evicted)."""

@@ -11,12 +11,14 @@ the OpenTelemetry database attributes.
 - MongoDB: every command goes through ``command``; its span is named by the command and
   its collection (``mongodb insert post``).
 - memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the services
-  make; ``version`` (health) goes untraced.
+  make (a pool's get of many keys: one ``multi_get`` span per server); ``version``
+  (health) goes untraced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import SpanKind, Tracer
@@ -114,6 +116,11 @@ class TracedMemcachedClient(MemcachedClient):
         result: tuple[bytes | None, ...] = await self._call(
             "multi_get", len(keys), super().multi_get, *keys)
         return result
+
+    def get_sent(self, keys: Sequence[bytes]) -> asyncio.Future[Any]:
+        if not in_traced_request():
+            return super().get_sent(keys)
+        return asyncio.ensure_future(self._call("multi_get", len(keys), super().get_sent, keys))
 
     async def set(self, key: bytes, value: bytes, exptime: int = 0) -> bool:
         return bool(await self._call("set", 1, super().set, key, value, exptime))

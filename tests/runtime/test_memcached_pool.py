@@ -11,6 +11,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from socialbench.registry import Store
 from socialbench.runtime.cache import CACHE_REFUSED, CACHE_UNAVAILABLE, Cache
@@ -221,3 +224,30 @@ def test_a_list_of_addresses_makes_a_pool_and_one_address_the_plain_client(
     assert pooled.memcached.servers == tuple(c.address for c in servers.commands)
     assert type(single.memcached) is MemcachedClient
     assert single.memcached.reconnect_for_s == single.memcached.connect_timeout_s
+
+
+async def test_a_traced_get_across_servers_is_a_span_per_server(servers: Servers) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    addresses = ",".join(command.address for command in servers.commands)
+    stores = Stores.connect(Settings(memcached_address=addresses), (Store.MEMCACHED,),
+                            tracer=tracer)
+    pool = stores.require_memcached()
+    assert isinstance(pool, MemcachedPool)
+    try:
+        keys = [held[0] for held in keys_by_server(pool).values()]
+        await pool.set(keys[0], b"A")
+        assert await pool.multi_get(*keys) == (b"A", None, None)  # untraced: no span
+        exporter.clear()
+        with tracer.start_as_current_span("request") as request:
+            assert await pool.multi_get(*keys, keys[0]) == (b"A", None, None, b"A")
+    finally:
+        await stores.close()
+    spans = [span for span in exporter.get_finished_spans() if span.name != "request"]
+    assert [span.name for span in spans] == ["memcached multi_get"] * 3
+    assert sorted(dict(span.attributes or {})["db.operation.batch.size"] for span in spans) == [
+        1, 1, 2]
+    request_id = request.get_span_context().span_id
+    assert all(span.parent is not None and span.parent.span_id == request_id for span in spans)
