@@ -18,9 +18,10 @@ wrapper makes its errors misses; here:
   :class:`ServerDown`: no connection is tried, so no connect timeout is waited for, and
   a get of many keys answers those on the live servers at once (:class:`SomeServersFailed`
   carries them). The commands already sent to it fail as their connection does: its
-  client tries one new connection, not the reconnect loop of a lone server
-  (``reconnect_for_s``). So the only waits are those of the commands sent before the
-  first failure: at most a connect or call timeout, once per outage.
+  client tries one new connection (a server's part of a get of many keys, none), not
+  the reconnect loop of a lone server (``reconnect_for_s``). So the only waits are those
+  of the commands sent before the first failure: at most a connect or call timeout,
+  once per outage.
 - After a back-off (1 s, doubling to 30 s while it stays down) its next command starts
   a probe (``version``) in the background, and still fails at once; the probe's answer
   puts the server back in use.
