@@ -18,8 +18,10 @@ from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.check import (
     DEFAULT_FOLLOW_SLACK_MS,
+    DEFAULT_HOME_ENTRIES,
     DEFAULT_LIMIT,
     CheckResult,
+    Sampling,
     StoreAddresses,
     check,
 )
@@ -42,7 +44,7 @@ def check_hook(stack: LocalStack, url: str, console: Console
     def run() -> CheckResult:
         console.print("Checking the stores: every post stored, in its timelines, fanned out "
                       "to its followers and mentions…")
-        result = check(stores)
+        result = check(stores, sampling=Sampling())
         print_result(result, console, examples=5)
         return result
 
@@ -76,6 +78,9 @@ def print_result(result: CheckResult, console: Console, examples: int | None = N
             f"user-timeline entries, {result.edges:,} follow edges and "
             f"{result.ended_follows:,} ended follows ({result.scope}) in "
             f"{result.elapsed_s:.1f} s")
+        if result.sample is not None:
+            console.print(f"Sampled {result.sample} (--full checks every user)",
+                          soft_wrap=True)
         for kind, count in result.counts.items():
             console.print(f"  [red]{kind}[/]: {count:,}")
         for kind, count in result.tolerated.items():
@@ -99,6 +104,14 @@ def check_command(
     = None,
     users: Annotated[str | None, typer.Option(
         help="Check only these users' posts and timelines: ID,ID,FIRST-LAST.")] = None,
+    sample: Annotated[int | None, typer.Option(
+        min=1, help="Check a random sample of this many users (default: as many as "
+        f"{DEFAULT_HOME_ENTRIES:,} home-timeline entries allow; every user below that).")]
+    = None,
+    full: Annotated[bool, typer.Option(
+        "--full", help="Check every user, however large the stores.")] = False,
+    seed: Annotated[int | None, typer.Option(
+        help="The sample's seed, to draw the same users again.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Examples listed per kind of problem.")]
     = DEFAULT_LIMIT,
     follow_slack: Annotated[int, typer.Option(
@@ -114,7 +127,11 @@ def check_command(
     stores = StoreAddresses(mongodb_url=mongodb_url or local.mongodb_url,
                             redis_url=redis_url or local.redis_url)
     scope = parse_users(users) if users is not None else None
-    result = check(stores, scope, follow_slack_ms=follow_slack, limit=limit)
+    if sample is not None and (full or users is not None):
+        raise typer.BadParameter("--full and --users say whom to check: no --sample with them",
+                                 param_hint="--sample")
+    sampling = None if full else Sampling(users=sample, seed=seed)
+    result = check(stores, scope, sampling=sampling, follow_slack_ms=follow_slack, limit=limit)
     if json_out is not None:
         json_out.write_text(result.model_dump_json(indent=2))
     if result.error is not None and (mongodb_url is None or redis_url is None) and (

@@ -308,3 +308,17 @@ def test_without_slack_the_follow_intervals_are_exact(unfollowed: Unfollowed) ->
         (check.MISSING_FROM_HOME, FOLLOWER, before),
         (check.UNEXPECTED_IN_HOME, FOLLOWER, between)}
     assert unfollowed.check(follow_slack_ms=0).passed
+
+
+def test_the_command_checks_the_sample_it_names(seeded: Seeded, stack_dir: Path) -> None:
+    """The stack's other tests leave what they like in it: the verdict is theirs."""
+    lines = []
+    for _ in range(2):
+        run = socialbench("check", "--data-dir", str(stack_dir), "--sample", "3", "--seed", "5")
+        assert run.returncode in (0, 1), run.stdout + run.stderr
+        [line] = [line for line in run.stdout.splitlines() if line.startswith("Sampled")]
+        lines.append(line)
+    assert lines[0] == lines[1]
+    assert lines[0].startswith("Sampled a random 3 of ") and "(seed 5)" in lines[0]
+    run = socialbench("check", "--data-dir", str(stack_dir), "--sample", "3", "--full")
+    assert run.returncode == 2 and "no --sample" in run.stderr

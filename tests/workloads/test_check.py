@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import random
 import shutil
 from pathlib import Path
@@ -225,6 +226,91 @@ def test_an_unfollow_near_a_post_may_or_may_not_have_kept_it_out(
     net.home[1] = [(str(post_id).encode(), T)] if delivered else []
     found = kinds(analyse(net.snapshot(), follow_slack_ms=MINUTE))
     assert found == ({} if verdict is None else {verdict: [(1, post_id)]})
+
+
+def random_network(users: int, seed: int = 3) -> Network:
+    """``users`` users following five others each, two posts each, some mentions."""
+    rng = random.Random(seed)
+    net = Network()
+    ids = range(1, users + 1)
+    for user in ids:
+        for followee in rng.sample([u for u in ids if u != user], 5):
+            net.follow(user, followee, T)
+    for index in range(2 * users):
+        net.compose(rng.choice(ids), T + (index + 1) * MINUTE,
+                    mentions=(rng.choice(ids),) if index % 7 == 0 else ())
+    return net
+
+
+def lose_a_post(snapshot: Snapshot, user: int) -> int:
+    """Take the newest post out of ``user``'s home timeline; its id."""
+    member, _ = snapshot.home_zsets[user].pop()
+    return int(member)
+
+
+SEEDS = range(400)
+
+
+@pytest.mark.parametrize("affected", [1, 3])
+def test_a_sample_finds_lost_posts_with_the_probability_it_claims(affected: int) -> None:
+    """Over fixed seeds: a post lost from the home timelines of ``affected`` users is found
+    exactly when the sample holds one of them, and about as often as claimed."""
+    net = random_network(40)
+    snapshot = net.snapshot()
+    losers = [3, 17, 29][:affected]
+    for user in losers:
+        lose_a_post(snapshot, user)
+    population = snapshot.known_users()
+    assert len(population) == 40
+    found = 0
+    for seed in SEEDS:
+        snapshot.sample = check.Sample.draw(population, 10, seed)
+        result = analyse(snapshot)
+        assert set(result.counts) <= {check.MISSING_FROM_HOME}
+        assert result.passed == snapshot.sample.users.isdisjoint(losers)
+        assert result.sample == snapshot.sample and result.users == 10
+        found += not result.passed
+    claimed = snapshot.sample.p_found(affected)
+    assert claimed == pytest.approx(1 - math.comb(40 - affected, 10) / math.comb(40, 10))
+    spread = 4 * math.sqrt(claimed * (1 - claimed) / len(SEEDS))
+    assert abs(found / len(SEEDS) - claimed) < spread, (found, claimed)
+
+
+def test_every_sample_of_a_consistent_world_passes_and_says_what_it_checked() -> None:
+    snapshot = random_network(40).snapshot()
+    snapshot.sample = check.Sample.draw(snapshot.known_users(), 10, seed=1)
+    result = analyse(snapshot)
+    assert result.passed, result.reason
+    assert result.scope.startswith("a random 10 of 40 users (seed 1): a problem of one user "
+                                   "is found with probability 25.0%")
+    assert "sample" in result.model_dump() and "users" not in result.model_dump()["sample"]
+    assert check.Sample.draw(snapshot.known_users(), 10, seed=1).users == snapshot.sample.users
+
+
+def test_the_sample_is_as_large_as_the_home_entries_allow(redis_server: Any) -> None:
+    import redis as redis_client
+
+    client = redis_client.Redis(host=redis_server.host, port=redis_server.port, db=7)
+    client.flushdb()
+    try:
+        for user in range(1, 21):
+            client.zadd(check.home_timeline_key(user), {str(i): i for i in range(50)})
+        snapshot = Snapshot([], [edge(21, 1)], [], {}, {}, False)
+        homes = set(range(1, 21))
+
+        def sample(sampling: check.Sampling) -> check.Sample | None:
+            return check._sample(client, snapshot, homes, set(), sampling)
+
+        assert sample(check.Sampling(home_entries=1000)) is None  # small: every user
+        drawn = sample(check.Sampling(home_entries=250, seed=4))
+        assert drawn is not None and (drawn.size, drawn.population) == (5, 21)
+        assert drawn.users <= homes | {21} and len(drawn.users) == 5
+        assert sample(check.Sampling(users=21)) is None
+        fixed = sample(check.Sampling(users=4, seed=9))
+        assert fixed is not None and fixed.users == check.Sample.draw(homes | {21}, 4, 9).users
+    finally:
+        client.flushdb()
+        client.close()
 
 
 def test_leftovers_of_undone_composes_are_counted_but_tolerated() -> None:

@@ -32,17 +32,30 @@ after its ``delete_post``; its id never reached the client).
 
 The check does not depend on the driver: it sees every post stored, acknowledged or
 not. A problem names its user and post; up to ``limit`` examples are kept per kind.
+
+At scale (a million posts fan out to tens of millions of home-timeline entries) the
+check can take a uniform random :class:`Sample` of the users known to the stores and
+check their posts and timelines in full, as with ``users``: a problem of one user (a
+post missing from their home timeline, say) is then found with probability k/N, one
+touching m users with 1 - C(N-m, k)/C(N, k). :class:`Sampling` says how many: by
+default as many users as ``home_entries`` home-timeline entries allow, every user when
+the stores are that small. The MongoDB collections are still read whole, streamed (a
+post's text is dropped as it is read). A restricted check knows the home timelines of
+its users only, so a post missing from its creator's user timeline and in no sampled
+home timeline is counted as an orphan (tolerated), not as missing.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
+import secrets
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +65,7 @@ WHOLE = b"~whole"  # user-timeline's marker member: this ZSET holds the whole ti
 ALL_WHOLE = "user-timeline:whole"  # user-timeline's flag: Redis holds every timeline
 DEFAULT_LIMIT = 10  # examples kept per kind of problem
 DEFAULT_FOLLOW_SLACK_MS = 60_000
+DEFAULT_HOME_ENTRIES = 4_000_000  # home-timeline entries a sampled check reads, about
 PIPELINE_CHUNK = 1000  # Redis commands per round trip
 _ID_TEXT = re.compile(r"0|[1-9][0-9]{0,18}")
 _HOME_KEY = re.compile(rb"([0-9]+):home-timeline")
@@ -88,6 +102,45 @@ class StoreAddresses(BaseModel):
     redis_url: str
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How many users to sample: ``users``, or as many as ``home_entries`` allow."""
+
+    users: int | None = None
+    home_entries: int = DEFAULT_HOME_ENTRIES
+    seed: int | None = None  # None: a fresh one (recorded in the result)
+
+
+class Sample(BaseModel):
+    """A uniform random sample of ``size`` of the ``population`` users known to the stores."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int
+    population: int
+    seed: int
+    users: frozenset[int] = Field(default=frozenset(), exclude=True, repr=False)
+
+    @classmethod
+    def draw(cls, population: set[int], size: int, seed: int) -> Sample:
+        """``size`` of ``population`` (the same ones for the same population and seed)."""
+        users = random.Random(seed).sample(sorted(population), size)
+        return cls(size=size, population=len(population), seed=seed, users=frozenset(users))
+
+    def p_found(self, users_affected: int = 1) -> float:
+        """The probability that a fault touching this many users' posts or timelines
+        touches a sampled one: 1 - C(N-m, k)/C(N, k)."""
+        missed = 1.0
+        for i in range(min(users_affected, self.population)):
+            missed *= max(0, self.population - self.size - i) / (self.population - i)
+        return 1.0 - missed
+
+    def __str__(self) -> str:
+        return (f"a random {self.size:,} of {self.population:,} users (seed {self.seed}): "
+                f"a problem of one user is found with probability {self.p_found(1):.1%}, "
+                f"one touching 10 users {self.p_found(10):.1%}")
+
+
 class CheckProblem(BaseModel):
     """One broken promise (or tolerated leftover), with its user and post."""
 
@@ -114,6 +167,8 @@ class CheckResult(BaseModel):
     passed: bool
     error: str | None = Field(default=None, description="Why the check did not run.")
     scope: str = Field(description='"every user" or the users the check was restricted to.')
+    sample: Sample | None = Field(
+        default=None, description="The users checked were this random sample.")
     posts: int = Field(description="Posts checked.")
     users: int = Field(description="Home timelines checked.")
     edges: int = Field(description="Follow edges read.")
@@ -170,14 +225,32 @@ class Snapshot:
     all_whole: bool  # the flag: Redis holds every user timeline
     # social-graph.ended-follows documents
     ended_follows: list[dict[str, Any]] = field(default_factory=list)
+    sample: Sample | None = None  # the users whose timelines were read, if sampled
+
+    def known_users(self) -> set[int]:
+        """Every user the MongoDB documents name (creators, mentions, timeline owners,
+        follows) and whose timelines Redis holds: the population a sample is drawn from."""
+        known: set[int | None] = {*self.home_zsets, *self.user_zsets}
+        for post in self.posts:
+            creator = post.get("creator")
+            known.add(_as_id(creator.get("user_id")) if isinstance(creator, dict) else None)
+            mentions = post.get("user_mentions")
+            if isinstance(mentions, list):
+                known.update(_as_id(m.get("user_id")) for m in mentions if isinstance(m, dict))
+        known.update(_as_id(entry.get("user_id")) for entry in self.user_entries)
+        for follow in (*self.edges, *self.ended_follows):
+            known.update((_as_id(follow.get("follower_id")), _as_id(follow.get("followee_id"))))
+        known.discard(None)
+        return cast(set[int], known)
 
 
 def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
-                  timeout_s: float = 10.0) -> Snapshot:
+                  timeout_s: float = 10.0, sampling: Sampling | None = None) -> Snapshot:
     """Read the stores: each MongoDB collection once, the Redis ZSETs in pipelines.
 
     With ``users``, only their timelines are read from Redis (every collection is still
-    read whole: whom they follow and who mentions them can be anyone).
+    read whole: whom they follow and who mentions them can be anyone); with ``sampling``
+    (and no ``users``), only a sample's (``Snapshot.sample``).
     """
     import pymongo
     import redis
@@ -185,11 +258,11 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
     timeout_ms = int(timeout_s * 1000)
     mongo: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
         stores.mongodb_url, serverSelectionTimeoutMS=timeout_ms,
-        connectTimeoutMS=timeout_ms, socketTimeoutMS=max(timeout_ms, 120_000))
+        connectTimeoutMS=timeout_ms, socketTimeoutMS=max(timeout_ms, 600_000))
     try:
-        posts = list(mongo["post"]["post"].find(
+        posts = [_without_text(post) for post in mongo["post"]["post"].find(
             {}, {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
-                 "user_mentions": 1, "timestamp": 1}, batch_size=10_000))
+                 "user_mentions": 1, "timestamp": 1}, batch_size=10_000)]
         edges = list(mongo["social-graph"]["social-graph"].find(
             {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1},
             batch_size=10_000))
@@ -202,17 +275,58 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
         mongo.close()
     client = redis.Redis.from_url(stores.redis_url, socket_timeout=timeout_s,
                                   socket_connect_timeout=timeout_s)
+    snapshot = Snapshot(posts, edges, user_entries, {}, {}, False, ended_follows)
     try:
-        all_whole = bool(client.exists(ALL_WHOLE))
+        snapshot.all_whole = bool(client.exists(ALL_WHOLE))
         if users is None:
             home_users, timeline_users = _timeline_keys(client)
-        else:
+            if sampling is not None:
+                snapshot.sample = _sample(client, snapshot, home_users, timeline_users,
+                                          sampling)
+                if snapshot.sample is not None:
+                    users = set(snapshot.sample.users)
+        if users is not None:
             home_users = timeline_users = set(users)
-        home = _zsets(client, {user: home_timeline_key(user) for user in home_users})
-        user_zsets = _zsets(client, {user: str(user) for user in timeline_users})
+        snapshot.home_zsets = _zsets(client, {user: home_timeline_key(user)
+                                              for user in home_users})
+        snapshot.user_zsets = _zsets(client, {user: str(user) for user in timeline_users})
     finally:
         client.close()
-    return Snapshot(posts, edges, user_entries, user_zsets, home, all_whole, ended_follows)
+    return snapshot
+
+
+def _without_text(post: dict[str, Any]) -> dict[str, Any]:
+    """A post document as the check keeps it: only whether its text is text matters, and
+    a text can be 64 KiB."""
+    if isinstance(post.get("text"), str):
+        post["text"] = ""
+    return post
+
+
+def _sample(client: Any, snapshot: Snapshot, home_users: set[int], timeline_users: set[int],
+            sampling: Sampling) -> Sample | None:
+    """The sample ``sampling`` asks for; None when it would be every user."""
+    population = snapshot.known_users() | home_users | timeline_users
+    size = sampling.users
+    if size is None:
+        entries = sum(_zcards(client, [home_timeline_key(user) for user in home_users]))
+        if entries <= sampling.home_entries:
+            return None
+        size = max(1, sampling.home_entries * len(population) // entries)
+    if size >= len(population):
+        return None
+    seed = sampling.seed if sampling.seed is not None else secrets.randbits(32)
+    return Sample.draw(population, size, seed)
+
+
+def _zcards(client: Any, keys: list[str]) -> list[int]:
+    sizes: list[int] = []
+    for start in range(0, len(keys), PIPELINE_CHUNK):
+        with client.pipeline(transaction=False) as pipe:
+            for key in keys[start:start + PIPELINE_CHUNK]:
+                pipe.zcard(key)
+            sizes.extend(int(size) for size in pipe.execute())
+    return sizes
 
 
 def _timeline_keys(client: Any) -> tuple[set[int], set[int]]:
@@ -339,9 +453,13 @@ def _entries_by_member(zset: list[tuple[bytes, float]], user: int, findings: _Fi
 def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
             follow_slack_ms: int = DEFAULT_FOLLOW_SLACK_MS,
             limit: int = DEFAULT_LIMIT) -> CheckResult:
-    """Check a snapshot; with ``users``, only their posts and timelines."""
+    """Check a snapshot; with ``users`` (or the snapshot's sample), only their posts and
+    timelines."""
     started = time.monotonic()
     findings = _Findings(limit)
+    sample = snapshot.sample if users is None else None
+    if sample is not None:
+        users = set(sample.users)
 
     def in_scope(user: int | None) -> bool:
         return users is None or (user is not None and user in users)
@@ -451,7 +569,7 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
                                  "whole timeline")
 
     # -- home timelines
-    followers = _follow_intervals(snapshot)
+    followers = _follow_intervals(snapshot, users)
     required: dict[int, set[int]] = defaultdict(set)  # user -> posts it must have
     allowed: dict[int, set[int]] = defaultdict(set)  # user -> posts it may have
     for post in posts.values():
@@ -502,7 +620,8 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
     counts = {k: n for k, n in sorted(findings.counts.items()) if k not in TOLERATED}
     tolerated = {k: n for k, n in sorted(findings.counts.items()) if k in TOLERATED}
     return CheckResult(
-        passed=not counts, scope=_scope(users), posts=checked_posts, users=len(home_users),
+        passed=not counts, scope=str(sample) if sample is not None else _scope(users),
+        sample=sample, posts=checked_posts, users=len(home_users),
         edges=len(snapshot.edges), ended_follows=len(snapshot.ended_follows),
         user_timeline_entries=entries_read,
         home_timeline_entries=home_entries, counts=counts, tolerated=tolerated,
@@ -511,18 +630,22 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
     )
 
 
-def _follow_intervals(snapshot: Snapshot) -> dict[int, list[tuple[int, int, float]]]:
-    """followee -> (follower, followed_at, unfollowed_at): current follows end never."""
+def _follow_intervals(snapshot: Snapshot, users: set[int] | None
+                      ) -> dict[int, list[tuple[int, int, float]]]:
+    """followee -> (follower, followed_at, unfollowed_at), the followers among ``users``
+    (if given): current follows end never."""
     followers: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
     for edge in snapshot.edges:
         follower, followee = _as_id(edge.get("follower_id")), _as_id(edge.get("followee_id"))
         stamp = _as_id(edge.get("timestamp"))
-        if follower is not None and followee is not None:
-            followers[followee].append((follower, stamp if stamp is not None else 0, math.inf))
+        if follower is None or followee is None or (users is not None and follower not in users):
+            continue
+        followers[followee].append((follower, stamp if stamp is not None else 0, math.inf))
     for ended in snapshot.ended_follows:
         follower, followee = _as_id(ended.get("follower_id")), _as_id(ended.get("followee_id"))
         start, end = _as_id(ended.get("followed_at")), _as_id(ended.get("unfollowed_at"))
-        if follower is None or followee is None or start is None or end is None:
+        if follower is None or followee is None or start is None or end is None or (
+                users is not None and follower not in users):
             continue
         followers[followee].append((follower, start, end))
     return followers
@@ -551,16 +674,18 @@ def _scope(users: set[int] | None) -> str:
 
 
 def check(stores: StoreAddresses, users: Iterable[int] | None = None, *,
+          sampling: Sampling | None = None,
           follow_slack_ms: int = DEFAULT_FOLLOW_SLACK_MS, limit: int = DEFAULT_LIMIT,
           timeout_s: float = 10.0) -> CheckResult:
-    """Read the stores and check them; a result with ``error`` if they cannot be read."""
+    """Read the stores and check them (every user, ``users``, or a sample if ``sampling``
+    asks for one); a result with ``error`` if they cannot be read."""
     import pymongo.errors
     import redis.exceptions
 
     scope = set(users) if users is not None else None
     started = time.monotonic()
     try:
-        snapshot = read_snapshot(stores, scope, timeout_s=timeout_s)
+        snapshot = read_snapshot(stores, scope, timeout_s=timeout_s, sampling=sampling)
     except (pymongo.errors.PyMongoError, redis.exceptions.RedisError, OSError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return CheckResult.unreadable(f"cannot read the stores: {type(exc).__name__}: "
