@@ -322,3 +322,11 @@ def test_the_command_checks_the_sample_it_names(seeded: Seeded, stack_dir: Path)
     assert lines[0].startswith("Sampled a random 3 of ") and "(seed 5)" in lines[0]
     run = socialbench("check", "--data-dir", str(stack_dir), "--sample", "3", "--full")
     assert run.returncode == 2 and "no --sample" in run.stderr
+
+
+def test_a_snapshot_keeps_the_post_documents_unless_compact(seeded: Seeded) -> None:
+    """Other readers (bench/drills.py) find posts by their text; the check needs less."""
+    texts = {str(post.get("text")) for post in check.read_snapshot(seeded.stores).posts}
+    assert any(text.startswith(f"post 0 of {FIRST} ") for text in texts)
+    compact = check.read_snapshot(seeded.stores, compact=True)
+    assert set(seeded.posts) <= {facts.post_id for facts in compact.post_facts}

@@ -39,10 +39,10 @@ check their posts and timelines in full, as with ``users``: a problem of one use
 post missing from their home timeline, say) is then found with probability k/N, one
 touching m users with 1 - C(N-m, k)/C(N, k). :class:`Sampling` says how many: by
 default as many users as ``home_entries`` home-timeline entries allow, every user when
-the stores are that small. The MongoDB collections are still read whole, streamed (a
-post's text is dropped as it is read). A restricted check knows the home timelines of
-its users only, so a post missing from its creator's user timeline and in no sampled
-home timeline is counted as an orphan (tolerated), not as missing.
+the stores are that small. The MongoDB collections are still read whole, streamed (of
+a post, only what the check needs is kept as it is read). A restricted check knows the
+home timelines of its users only, so a post missing from its creator's user timeline
+and in no sampled home timeline is counted as an orphan (tolerated), not as missing.
 """
 
 from __future__ import annotations
@@ -226,11 +226,16 @@ class Snapshot:
     # social-graph.ended-follows documents
     ended_follows: list[dict[str, Any]] = field(default_factory=list)
     sample: Sample | None = None  # the users whose timelines were read, if sampled
+    # What the check needs of more posts, in less memory than their documents.
+    post_facts: list[PostFacts] = field(default_factory=list)
 
     def known_users(self) -> set[int]:
         """Every user the MongoDB documents name (creators, mentions, timeline owners,
         follows) and whose timelines Redis holds: the population a sample is drawn from."""
         known: set[int | None] = {*self.home_zsets, *self.user_zsets}
+        for facts in self.post_facts:
+            known.add(facts.creator)
+            known.update(facts.mentions)
         for post in self.posts:
             creator = post.get("creator")
             known.add(_as_id(creator.get("user_id")) if isinstance(creator, dict) else None)
@@ -245,12 +250,14 @@ class Snapshot:
 
 
 def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
-                  timeout_s: float = 10.0, sampling: Sampling | None = None) -> Snapshot:
+                  timeout_s: float = 10.0, sampling: Sampling | None = None,
+                  compact: bool = False) -> Snapshot:
     """Read the stores: each MongoDB collection once, the Redis ZSETs in pipelines.
 
     With ``users``, only their timelines are read from Redis (every collection is still
     read whole: whom they follow and who mentions them can be anyone); with ``sampling``
-    (and no ``users``), only a sample's (``Snapshot.sample``).
+    (and no ``users``), only a sample's (``Snapshot.sample``). With ``compact``, the posts
+    with a valid id are kept as ``post_facts``, not documents.
     """
     import pymongo
     import redis
@@ -260,9 +267,16 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
         stores.mongodb_url, serverSelectionTimeoutMS=timeout_ms,
         connectTimeoutMS=timeout_ms, socketTimeoutMS=max(timeout_ms, 600_000))
     try:
-        posts = [_without_text(post) for post in mongo["post"]["post"].find(
-            {}, {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
-                 "user_mentions": 1, "timestamp": 1}, batch_size=10_000)]
+        posts: list[dict[str, Any]] = []
+        post_facts: list[PostFacts] = []
+        for post in mongo["post"]["post"].find(
+                {}, {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
+                     "user_mentions": 1, "timestamp": 1}, batch_size=10_000):
+            facts = read_post(post) if compact else None
+            if facts is None:
+                posts.append(post)
+            else:
+                post_facts.append(facts)
         edges = list(mongo["social-graph"]["social-graph"].find(
             {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1},
             batch_size=10_000))
@@ -275,7 +289,8 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
         mongo.close()
     client = redis.Redis.from_url(stores.redis_url, socket_timeout=timeout_s,
                                   socket_connect_timeout=timeout_s)
-    snapshot = Snapshot(posts, edges, user_entries, {}, {}, False, ended_follows)
+    snapshot = Snapshot(posts, edges, user_entries, {}, {}, False, ended_follows,
+                        post_facts=post_facts)
     try:
         snapshot.all_whole = bool(client.exists(ALL_WHOLE))
         if users is None:
@@ -293,14 +308,6 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
     finally:
         client.close()
     return snapshot
-
-
-def _without_text(post: dict[str, Any]) -> dict[str, Any]:
-    """A post document as the check keeps it: only whether its text is text matters, and
-    a text can be 64 KiB."""
-    if isinstance(post.get("text"), str):
-        post["text"] = ""
-    return post
 
 
 def _sample(client: Any, snapshot: Snapshot, home_users: set[int], timeline_users: set[int],
@@ -379,16 +386,18 @@ def _member_id(member: bytes) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-@dataclass
-class _Post:
+@dataclass(slots=True)
+class PostFacts:
+    """What the check needs of a post document (a fraction of its memory)."""
+
     post_id: int
     creator: int | None
     timestamp: int | None
-    mentions: set[int]
-    missing: list[str]
+    mentions: frozenset[int]
+    missing: tuple[str, ...]  # its fields missing or malformed
 
 
-def _read_post(document: dict[str, Any]) -> _Post | None:
+def read_post(document: dict[str, Any]) -> PostFacts | None:
     """What the check needs of a post document, and which of its fields are missing or bad."""
     post_id = _as_id(document.get("post_id"))
     if post_id is None:
@@ -406,19 +415,19 @@ def _read_post(document: dict[str, Any]) -> _Post | None:
             isinstance(m, dict) and isinstance(m.get("media_id"), str)
             and isinstance(m.get("media_type"), str) for m in media):
         missing.append("media")
-    mentions: set[int] = set()
+    mentions: frozenset[int] = frozenset()
     mention_docs = document.get("user_mentions")
     if isinstance(mention_docs, list) and all(isinstance(m, dict) for m in mention_docs):
         ids = [_as_id(m.get("user_id")) for m in mention_docs]
         if None in ids:
             missing.append("user_mentions")
-        mentions = {i for i in ids if i is not None}
+        mentions = frozenset(i for i in ids if i is not None)
     else:
         missing.append("user_mentions")
     timestamp = _as_id(document.get("timestamp"))
     if timestamp is None:
         missing.append("timestamp")
-    return _Post(post_id, creator, timestamp, mentions, missing)
+    return PostFacts(post_id, creator, timestamp, mentions, tuple(missing))
 
 
 @dataclass
@@ -465,9 +474,9 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
         return users is None or (user is not None and user in users)
 
     # -- posts
-    posts: dict[int, _Post] = {}
+    posts = {post.post_id: post for post in snapshot.post_facts}
     for document in snapshot.posts:
-        post = _read_post(document)
+        post = read_post(document)
         if post is None:
             if users is None:
                 findings.add(INCOMPLETE_POST, None, None,
@@ -651,7 +660,7 @@ def _follow_intervals(snapshot: Snapshot, users: set[int] | None
     return followers
 
 
-def _check_scores(findings: _Findings, kind: str, user: int, post: _Post,
+def _check_scores(findings: _Findings, kind: str, user: int, post: PostFacts,
                   scores: list[float], where: str) -> None:
     """A ZSET entry must be scored by its post's timestamp, or reads misplace it."""
     if post.timestamp is None:
@@ -685,7 +694,8 @@ def check(stores: StoreAddresses, users: Iterable[int] | None = None, *,
     scope = set(users) if users is not None else None
     started = time.monotonic()
     try:
-        snapshot = read_snapshot(stores, scope, timeout_s=timeout_s, sampling=sampling)
+        snapshot = read_snapshot(stores, scope, timeout_s=timeout_s, sampling=sampling,
+                                 compact=True)
     except (pymongo.errors.PyMongoError, redis.exceptions.RedisError, OSError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return CheckResult.unreadable(f"cannot read the stores: {type(exc).__name__}: "
