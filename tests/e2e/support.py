@@ -20,7 +20,9 @@ needs_chromium = pytest.mark.skipif(
     "(scripts/setup.sh --test)")
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
-user_ids = itertools.count(1000)  # ids of users made by the tests, one sequence per session
+# Ids of users made by the tests, one sequence per session: above every graph the session
+# stack is seeded with (users 0..N-1).
+user_ids = itertools.count(8_500_000)
 
 
 def new_user(client: httpx.Client) -> tuple[int, str]:

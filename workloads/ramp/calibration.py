@@ -10,8 +10,10 @@ measurement with the step that followed it. Three parts, about 0.3 s in all:
   one process per CPU of the machine at once; the mean of their work per second is one
   core's speed. Any other process that wants those CPUs takes its share out of this.
 - ``loopback``: request and answer of 256-byte messages over TCP on 127.0.0.1 to an echo
-  process, as the stack's services talk: round trips per second (the kernel's wake-ups
-  and loopback sends, most of what a message costs the stack).
+  process, as the stack's services talk: round trips per second (the kernel's loopback
+  sends and receives). Both ends poll their non-blocking sockets: with blocking reads an
+  idle virtual machine's round trip is mostly its CPUs waking from idle, which made the
+  loop twice as fast with every CPU busy (burning processes) as on a quiet host.
 - ``memory``: copies of a 64 MiB buffer: bytes copied per second.
 
 The run's first measurement, its reference, is the median of three. The host's speed
@@ -52,10 +54,11 @@ START_CALIBRATIONS = 3  # the run's reference is the median of this many
 PARTS = ("cpu", "loopback", "memory")
 
 # The CPU loop: the same in every process and every run (changing it changes the unit).
-_CPU_CHILD = f"""
+# argv: the iterations per block, and the blocks.
+_CPU_CHILD = """
 import sys, time
 def work(rounds):
-    table = {{}}
+    table = {}
     total = 0
     for i in range(rounds):
         key = "k%d" % (i & 1023)
@@ -65,10 +68,11 @@ def work(rounds):
 work(200)
 sys.stdout.write("ready\\n"); sys.stdout.flush()
 sys.stdin.readline()
+rounds, blocks = int(sys.argv[1]), int(sys.argv[2])
 times = []
-for _ in range({CPU_BLOCKS}):
+for _ in range(blocks):
     started = time.perf_counter_ns()
-    work({CPU_ROUNDS // CPU_BLOCKS})
+    work(rounds)
     times.append(time.perf_counter_ns() - started)
 sys.stdout.write(" ".join(map(str, times)) + "\\n"); sys.stdout.flush()
 """
@@ -81,8 +85,12 @@ server.listen(1)
 sys.stdout.write("%d\\n" % server.getsockname()[1]); sys.stdout.flush()
 conn, _ = server.accept()
 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+conn.setblocking(False)
 while True:
-    data = conn.recv(65536)
+    try:
+        data = conn.recv(65536)
+    except BlockingIOError:
+        continue
     if not data:
         break
     conn.sendall(data)
@@ -123,9 +131,9 @@ class Calibration(BaseModel):
         return math.exp(sum(math.log(r) for r in ratios) / len(PARTS))
 
 
-def _child(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+def _child(code: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-S", "-c", code, *map(str, args)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def _read_line(process: subprocess.Popen[str], what: str) -> str:
@@ -141,7 +149,8 @@ def _read_line(process: subprocess.Popen[str], what: str) -> str:
 
 def measure_cpu(processes: int) -> float:
     """The CPU loop in ``processes`` processes at once: mean iterations per second each."""
-    children = [_child(_CPU_CHILD) for _ in range(processes)]
+    children = [_child(_CPU_CHILD, CPU_ROUNDS // CPU_BLOCKS, CPU_BLOCKS)
+                for _ in range(processes)]
     try:
         for child in children:
             _read_line(child, "CPU")
@@ -165,6 +174,7 @@ def measure_loopback() -> float:
         port = int(_read_line(echo, "echo"))
         with socket.create_connection(("127.0.0.1", port), timeout=START_TIMEOUT_S) as conn:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.setblocking(False)  # both ends poll: no CPU goes idle between messages
             message = b"x" * MESSAGE_BYTES
             buffer = bytearray(MESSAGE_BYTES)
             view = memoryview(buffer)
@@ -176,7 +186,10 @@ def measure_loopback() -> float:
                     conn.sendall(message)
                     got = 0
                     while got < MESSAGE_BYTES:
-                        n = conn.recv_into(view[got:])
+                        try:
+                            n = conn.recv_into(view[got:])
+                        except BlockingIOError:
+                            continue
                         if not n:
                             raise CalibrationError("the calibration's echo process hung up")
                         got += n
