@@ -113,7 +113,7 @@ def ramp(
     calibrate: Annotated[bool, typer.Option(
         "--calibrate/--no-calibrate",
         help="Measure the host's speed with fixed work before each step and after the last "
-        "(about 0.3 s each), and flag the steps around which it moved.")]
+        "(about 0.2 s each), and flag the steps around which it moved.")]
     = default("calibrate"),
     host_drift: Annotated[str, typer.Option(
         help="Flag a step when the host's speed moved more than this share from the run's "

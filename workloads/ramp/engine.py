@@ -172,7 +172,7 @@ class RampConfig(BaseModel):
                                          "(recorded with it).")
     calibrate: bool = Field(
         default=True, description="Measure the host's speed before each step and after the "
-                                  "last (about 0.3 s each; workloads/ramp/calibration.py).")
+                                  "last (about 0.2 s each; workloads/ramp/calibration.py).")
     host_drift: float = Field(
         default=0.10, gt=0, description="Flag a step when the host's speed moved more than "
                                         "this share from the run's first measurement.")
