@@ -43,10 +43,10 @@ def _arm(name: str, data_dir: Path) -> tuple[Arm, LocalStack]:
 
 
 def ab(
-    a_dir: Annotated[Path, typer.Argument(metavar="A_DIR", help=(
-        "Data directory of the running stack A (the baseline).")), ],
-    b_dir: Annotated[Path, typer.Argument(metavar="B_DIR", help=(
-        "Data directory of the running stack B.")), ],
+    a_dir: Annotated[Path, typer.Argument(
+        metavar="A_DIR", help="Data directory of the running stack A (the baseline).")],
+    b_dir: Annotated[Path, typer.Argument(
+        metavar="B_DIR", help="Data directory of the running stack B.")],
     rate: Annotated[list[float], typer.Option(
         "--rate", "-R", min=0.001, help="Offered req/s; repeat for several rates.")],
     workload: Annotated[str, typer.Option("--workload", "-w", help=(
