@@ -128,6 +128,8 @@ def test_a_cpu_burner_started_halfway_flags_the_steps_after_it(
     # Step 2 ran before the burners started, and before the calibration that saw them:
     # it is flagged with the steps after, since the host may have moved during it.
     assert flags[1:] == [True, True, True], speeds
+    step_two = hosts[1]  # flagged by the calibration after it, which it names
+    assert step_two is not None and step_two.speed_after == pytest.approx(speeds[2], abs=0.01)
     assert all(speed < 1 - HOST_DRIFT for speed in speeds[2:]), speeds
     summary = bundle.summary
     assert not summary.comparable

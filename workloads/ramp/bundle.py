@@ -206,6 +206,8 @@ class HostSpeedRecord(Strict):
     flagged: bool = Field(description="The speed before the step, or after it (the next "
                                       "calibration), moved more than the ramp's host_drift "
                                       "from the run's first: the step may measure the host.")
+    speed_after: float | None = Field(
+        default=None, description="The next calibration's speed, when it flagged the step.")
 
 
 def host_speed_record(calibration: Calibration | None, reference: Calibration | None,
@@ -561,7 +563,8 @@ def host_moved(run: RampRun, records: dict[str, StepRecord]) -> list[str]:
     for step in deciding_steps(run):
         host = records[step.name].host if step.name in records else None
         if host is not None and host.flagged:
-            moved.append(f"{step.name} (speed {host.speed:.2f})")
+            after = "" if host.speed_after is None else f", {host.speed_after:.2f} after it"
+            moved.append(f"{step.name} (speed {host.speed:.2f}{after})")
     return moved
 
 
@@ -800,7 +803,7 @@ class BundleWriter(RampObserver):
                                         self.manifest.config.host_drift)
         if (record.host is not None and record.host.flagged and self.records
                 and self.records[-1].repeat == record.repeat):
-            self._flag_last()  # the last step ran between its calibration and this one
+            self._flag_last(record.host.speed)  # it ran between its calibration and this one
         if self.latency_by_service is not None:
             record.latency_by_service = self.latency_by_service(step)
             _write_csv(self.directory / SERVICE_TIME_CSV, SERVICE_TIME_COLUMNS, [
@@ -813,10 +816,11 @@ class BundleWriter(RampObserver):
         write_histogram_log(self.directory / record.histogram_log, step)
         self._write_steps()
 
-    def _flag_last(self) -> None:
+    def _flag_last(self, speed_after: float) -> None:
         last = self.records[-1].host
         if last is not None:
             last.flagged = True
+            last.speed_after = speed_after
 
     def _write_steps(self) -> None:
         _write_json(self.directory / STEPS_JSON, self.records)
@@ -829,9 +833,10 @@ class BundleWriter(RampObserver):
         """Write summary.json (and the step files again, or empty when no step ran), with
         ``check``."""
         final = outcome.final_calibration
-        if final is not None and self.reference is not None and self.records and abs(
-                final.speed_relative_to(self.reference) - 1) > self.manifest.config.host_drift:
-            self._flag_last()
+        if final is not None and self.reference is not None and self.records:
+            speed = final.speed_relative_to(self.reference)
+            if abs(speed - 1) > self.manifest.config.host_drift:
+                self._flag_last(speed)
         self._write_steps()
         summary = summarize(self.manifest.label, self.manifest.config, outcome, self.records)
         if check is not None:
