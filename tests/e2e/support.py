@@ -9,6 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from socialbench.stack import launcher
+from socialbench.stack.servers import free_ports
+
 # Debian's chromium, driven by Playwright (which cannot download a browser here).
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -58,3 +61,17 @@ def timeline(client: httpx.Client, kind: str, user_id: int, start: int = 0, stop
     assert response.status_code == 200, response.text
     posts: list[dict[str, Any]] = response.json()
     return posts
+
+
+def up_on_free_ports(data_dir: Path) -> tuple[list[str], str]:
+    """``socialbench up`` arguments for a stack of its own beside any other (its data dir,
+    free ports for the front end and every store, a free service port offset, one nginx
+    worker), and the URL of its front end."""
+    port, media, redis, memcached, mongodb = free_ports(5)
+    return [
+        "up", "--data-dir", str(data_dir), "--port", str(port), "--media-port", str(media),
+        "--redis-port", str(redis), "--memcached-port", str(memcached),
+        "--mongodb-port", str(mongodb),
+        "--service-port-offset", str(launcher.free_service_offset()),
+        "--nginx-workers", "1", "--timeout", "600",
+    ], f"http://127.0.0.1:{port}"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from socialbench.stack import launcher
-from socialbench.stack.servers import free_ports
+from tests.e2e.support import up_on_free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -36,16 +36,9 @@ def socialbench(*args: str, env: dict[str, str] | None = None,
 
 
 def start_stack(data_dir: Path, env: dict[str, str] | None = None) -> None:
-    port, media, redis, memcached, mongodb = free_ports(5)
-    up = socialbench(
-        "up", "--data-dir", str(data_dir), "--port", str(port), "--media-port", str(media),
-        "--redis-port", str(redis), "--memcached-port", str(memcached),
-        "--mongodb-port", str(mongodb),
-        "--service-port-offset", str(launcher.free_service_offset()),
-        "--nginx-workers", "1", "--default-workers", "1", "--timeout", "600", env=env,
-    )
+    up_args, url = up_on_free_ports(data_dir)
+    up = socialbench(*up_args, "--default-workers", "1", env=env)
     assert up.returncode == 0, f"{up.stdout}\n{up.stderr}"
-    url = f"http://127.0.0.1:{port}"
     seed = socialbench("seed", "--url", url, "--graph", f"synthetic:{USERS}:4",
                        "--posts-per-user", "2", "--seed", "5", "--concurrency", "4")
     assert seed.returncode == 0, f"{seed.stdout}\n{seed.stderr}"

@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 from socialbench.stack import launcher
-from socialbench.stack.servers import free_ports
 from socialbench.workloads.driver.verdict import Contention
 from socialbench.workloads.ramp.bottleneck import Limit
 from socialbench.workloads.ramp.bundle import read_bundle
 from socialbench.workloads.ramp.report import SERVICE_PLOT
 from socialbench.workloads.ramp.spans import Part
+from tests.e2e.support import up_on_free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -56,17 +56,10 @@ def logs(data_dir: Path) -> str:
 def slow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """A stack whose home-timeline is slow, seeded with a small graph: (data dir, url)."""
     data_dir = tmp_path_factory.mktemp("slow-stack")
-    port, media, redis, memcached, mongodb = free_ports(5)
-    up = socialbench(
-        "up", "--data-dir", str(data_dir), "--port", str(port), "--media-port", str(media),
-        "--redis-port", str(redis), "--memcached-port", str(memcached),
-        "--mongodb-port", str(mongodb),
-        "--service-port-offset", str(launcher.free_service_offset()),
-        "--nginx-workers", "1", "--timeout", "600",
-    )
+    up_args, url = up_on_free_ports(data_dir)
+    up = socialbench(*up_args)
     try:
         assert up.returncode == 0, f"{up.stdout}\n{up.stderr}\n{logs(data_dir)}"
-        url = f"http://127.0.0.1:{port}"
         seed = socialbench("seed", "--url", url, "--graph", f"synthetic:{USERS}:5",
                            "--posts-per-user", "3", "--concurrency", "4")  # a slow fan-out
         assert seed.returncode == 0, f"{seed.stdout}\n{seed.stderr}"
