@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.ramp.bundle import BundleError, StepRecord, read_bundle
 from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
 from socialbench.workloads.ramp.compare import (
@@ -200,3 +201,27 @@ def test_compare_lists_every_difference_that_changes_the_number(
     assert "cpu 0.60, loopback 1.00, memory 0.70" in result.output
     page = (tmp_path / "out" / "compare.html").read_text()
     assert "step duration differs" in page
+
+
+def checked(posts: int, edges: int) -> CheckResult:
+    return CheckResult(passed=True, scope="every user", posts=posts, users=10, edges=edges,
+                       user_timeline_entries=posts, home_timeline_entries=posts,
+                       counts={}, tolerated={}, problems=[], elapsed_s=1.0)
+
+
+def test_stores_of_other_sizes_differ_and_a_ramps_own_posts_do_not(
+    two_bundles: tuple[Path, Path]
+) -> None:
+    base, other = two_bundles
+    plant(base, summary={"check": checked(10_000, 37_680)})
+    plant(other, summary={"check": checked(10_800, 37_680)})  # 8% more: the ramp's composes
+    same = compare([base, other])
+    assert isinstance(same, Comparison)
+    assert "data size" not in {d.name for d in same.differences}
+
+    plant(other, summary={"check": checked(1_000_000, 37_680)})
+    grown = compare([base, other])
+    assert isinstance(grown, Comparison)
+    (size,) = [d for d in grown.differences if d.name == "data size"]
+    assert size.values == ("10,000 posts, 37,680 follow edges",
+                           "1,000,000 posts, 37,680 follow edges")

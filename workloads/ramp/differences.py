@@ -17,6 +17,7 @@ from typing import Any
 from socialbench.workloads.ramp.bundle import Bundle
 
 DEFAULT_HOST_DRIFT = 0.10
+DATA_SIZE_SHARE = 0.10
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,32 @@ def _dataset(bundle: Bundle) -> str:
     if dataset.posts_per_user is not None:
         parts.append(f"0..{dataset.posts_per_user} posts per user")
     parts.append("re-seeded each repeat" if dataset.fresh else "as found")
-    check = bundle.summary.check
-    if check is not None and check.error is None:
-        parts.append(f"{check.posts:,} posts and {check.edges:,} follow edges after the run")
     return ", ".join(parts)
+
+
+def _stored(bundle: Bundle) -> tuple[int, int] | None:
+    """Posts and follow edges the check counted after the run (None: not checked)."""
+    check = bundle.summary.check
+    if check is None or check.error is not None:
+        return None
+    return check.posts, check.edges
+
+
+def data_size_difference(bundles: Sequence[Bundle]) -> Difference | None:
+    """Posts or follow edges stored after the runs more than DATA_SIZE_SHARE apart (a
+    ramp's composes add posts, so equal runs differ a little)."""
+    sizes = [_stored(bundle) for bundle in bundles]
+    known = [size for size in sizes if size is not None]
+    if len(known) < 2:
+        return None
+    for index in (0, 1):
+        low, high = min(s[index] for s in known), max(s[index] for s in known)
+        if high > (1 + DATA_SIZE_SHARE) * low:
+            return Difference(
+                "data size", tuple("not checked" if s is None else
+                                   f"{s[0]:,} posts, {s[1]:,} follow edges" for s in sizes),
+                False, "stores of other sizes (after the run, as the check counted them)")
+    return None
 
 
 def _store_layout(bundle: Bundle) -> str:
@@ -130,6 +153,9 @@ def differences(bundles: Sequence[Bundle]) -> list[Difference]:
         values = tuple(read(bundle) for bundle in bundles)
         if len(set(values)) > 1:
             found.append(Difference(name, values, refuses, why))
+    size = data_size_difference(bundles)
+    if size is not None:
+        found.append(size)
     baseline = bundles[0]
     drift = baseline.summary.host_drift or DEFAULT_HOST_DRIFT
     speeds = [host_speed_ratio(bundle, baseline) for bundle in bundles]
