@@ -17,6 +17,7 @@ wander by a third.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import statistics
@@ -31,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, run_load
-from socialbench.workloads.ramp.engine import SETTLE_PROBE_S, SamplerFactory
+from socialbench.workloads.ramp.engine import SamplerFactory, wait_until_idle
 
 ARMS = ("A", "B")
 CONFIDENCE = 0.95
@@ -215,19 +216,8 @@ class AbRunner:
     def _settle(self, arm: Arm) -> float:
         """Wait until the arm's processes are idle (a step leaves nothing queued for the
         next): the seconds waited."""
-        started = time.perf_counter()
-        if not self.config.settle_cores:
-            return 0.0
-        probe, _ = arm.sampler()
-        if probe is None:
-            return 0.0
-        try:
-            while (probe.busy_cores(SETTLE_PROBE_S) >= self.config.settle_cores
-                   and time.perf_counter() - started < self.config.settle_max_s):
-                pass
-        finally:
-            probe.close()
-        return time.perf_counter() - started
+        settle = wait_until_idle(arm.sampler, self.config.settle_cores, self.config.settle_max_s)
+        return settle.waited_s if settle is not None else 0.0
 
     def _step(self, arm: Arm, pair: int, rate: float) -> AbStep:
         config = self.config
@@ -242,10 +232,7 @@ class AbRunner:
         sampler, why = arm.sampler()
         started = time.perf_counter()
         try:
-            if sampler is not None:
-                with sampler:
-                    result = run_load(load)
-            else:
+            with sampler if sampler is not None else contextlib.nullcontext():
                 result = run_load(load)
         except DriverError as exc:
             raise AbError(f"{arm.name} at {rate:,.6g} req/s: the driver could not run: "

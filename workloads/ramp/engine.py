@@ -436,6 +436,25 @@ def no_sampler() -> tuple[ResourceSampler | None, str]:
     return None, "no process list of the target was given"
 
 
+def wait_until_idle(sampler: SamplerFactory, cores: float, max_s: float) -> Settle | None:
+    """Wait until the processes ``sampler`` sees use under ``cores`` of CPU, probing every
+    :data:`SETTLE_PROBE_S` (at most ``max_s``); None when there is nothing to wait for
+    (``cores`` 0, or no processes seen)."""
+    if not cores:
+        return None
+    probe, _ = sampler()
+    if probe is None:
+        return None
+    started = time.perf_counter()
+    try:
+        first = busy = probe.busy_cores(SETTLE_PROBE_S)
+        while busy >= cores and time.perf_counter() - started < max_s:
+            busy = probe.busy_cores(SETTLE_PROBE_S)
+    finally:
+        probe.close()
+    return Settle(time.perf_counter() - started, busy, first, idle=busy < cores)
+
+
 def confirmation_after(passed: Sequence[StepRun], failed_rps: float,
                        failures: int = 1) -> StepRun | None:
     """The step to confirm after ``failures`` confirmations failed, the last at
@@ -650,21 +669,10 @@ class Ramp:
         """Wait until the target's processes use under ``settle_cores`` of CPU (at most
         ``settle_max_s``); None when they cannot be seen."""
         config = self.config
-        if not config.settle_cores:
+        settle = wait_until_idle(self.sampler, config.settle_cores, config.settle_max_s)
+        if settle is None:
             return None
-        probe, _ = self.sampler()
-        if probe is None:
-            return None
-        started = time.perf_counter()
-        try:
-            first = busy = probe.busy_cores(SETTLE_PROBE_S)
-            while (busy >= config.settle_cores
-                   and time.perf_counter() - started < config.settle_max_s):
-                busy = probe.busy_cores(SETTLE_PROBE_S)
-        finally:
-            probe.close()
-        waited = time.perf_counter() - started
-        settle = Settle(waited, busy, first, idle=busy < config.settle_cores)
+        waited, busy, first = settle.waited_s, settle.busy_cores, settle.first_busy_cores
         if not settle.idle:
             message = (f"[yellow]the target still used {busy:.2f} cores after "
                        f"{config.settle_max_s:g} s of waiting for it to go idle (under "
