@@ -22,6 +22,7 @@ import json
 import os
 import random
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,8 +31,7 @@ from typing import Any
 import aiohttp
 from hdrh.histogram import HdrHistogram
 
-from socialbench.workloads.definitions.core import FORM_CONTENT_TYPE
-from socialbench.workloads.definitions.seed import register_body
+from socialbench.workloads.definitions.seed import FORM, post_all, register_body
 from socialbench.workloads.definitions.socialnetwork import (
     DEFAULT_USERS,
     HOME_TIMELINE_PATH,
@@ -42,7 +42,6 @@ from socialbench.workloads.driver.histogram import new_histogram
 FIRST_ID = 8_000_000  # the celebrity; the plain author is next, then their followers
 PLAIN = 10  # the plain author's followers
 SETUP_CONCURRENCY = 32
-FORM = {"Content-Type": FORM_CONTENT_TYPE}
 COMPOSE_PATH = "/wrk2-api/post/compose"
 
 
@@ -83,18 +82,11 @@ class Phase:
 
 
 async def _post_all(session: aiohttp.ClientSession, path: str, bodies: list[str]) -> int:
-    """POST every body, ``SETUP_CONCURRENCY`` at once; how many failed (409 is 'exists')."""
-    limit = asyncio.Semaphore(SETUP_CONCURRENCY)
-    failed = 0
-
-    async def post(body: str) -> None:
-        nonlocal failed
-        async with limit, session.post(path, data=body.encode(), headers=FORM) as response:
-            await response.read()
-            failed += response.status not in (200, 409)
-
-    await asyncio.gather(*(post(body) for body in bodies))
-    return failed
+    """POST every body as seeding does; how many failed (409 is 'exists')."""
+    counts: Counter[str] = Counter()
+    await post_all(session, path, bodies, concurrency=SETUP_CONCURRENCY, counts=counts,
+                   exists_status=409, advance=lambda: None)
+    return sum(n for kind, n in counts.items() if kind not in ("ok", "exists"))
 
 
 async def set_up(session: aiohttp.ClientSession, config: HotUsersBench) -> None:

@@ -67,7 +67,7 @@ def follow_bodies(edges: Iterable[tuple[int, int]], directed: bool = False) -> I
             yield f"user_id={b}&followee_id={a}"
 
 
-async def _post_all(
+async def post_all(
     session: aiohttp.ClientSession,
     url: str,
     bodies: Iterable[str],
@@ -146,7 +146,7 @@ async def seed(
                     bad = sum(n for k, n in counts.items() if k not in ("ok", "exists"))
                     progress.update(task, advance=1, rate=f"failed {bad}" if bad else "")
 
-                await _post_all(session, base_url + path, bodies, concurrency=concurrency,
+                await post_all(session, base_url + path, bodies, concurrency=concurrency,
                                 counts=counts, exists_status=exists_status, advance=advance)
     return report
 
