@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Build a small Kubernetes control plane for scripts/k8s-check.sh (the chart installed
-# against a real API server): etcd, kube-apiserver, kube-controller-manager and
-# kube-scheduler, into $GOBIN (default ~/go/bin). Present binaries of the same
-# versions are reused. Not part of setup.sh: the first build took 21 minutes on 2 busy
-# cores with an empty module cache (etcd 3, kube-apiserver 14, kube-controller-manager
-# 2.5, kube-scheduler 0.2, resolving 1). On a shared machine run it as
+# Build a one-machine Kubernetes with Go, into $GOBIN (default ~/go/bin):
+#   control plane (scripts/k8s-check.sh): etcd, kube-apiserver, kube-controller-manager,
+#     kube-scheduler;
+#   node (scripts/k8s-node.sh): kubelet, kube-proxy, kubectl, and CoreDNS as the
+#     cluster's DNS.
+# Present binaries of the same versions are reused. Not part of setup.sh: the first
+# control-plane build took 21 minutes on 2 busy cores with an empty module cache (etcd 3,
+# kube-apiserver 14, kube-controller-manager 2.5, kube-scheduler 0.2, resolving 1); the
+# node's binaries added 13 (kubelet, kube-proxy and kubectl 1 each, CoreDNS 9 with its
+# module downloads), 35 minutes in all beside setup.sh. On a shared machine run it as
 #   nice -n 19 env GOFLAGS='-buildvcs=false -p=1' scripts/build-k8s.sh
+# The node also needs Debian's containerd, runc and containernetworking-plugins, which
+# scripts/k8s-node.sh installs.
 #
 # `go install k8s.io/kubernetes/cmd/...@v` is refused (its go.mod replaces the staging
 # modules k8s.io/api, k8s.io/client-go, ... with ./staging), and so is etcd's server
@@ -13,24 +19,29 @@
 # replaces point every staging module at its published version (v1.X.Y -> v0.X.Y):
 # kubernetes' go.mod requires them at v0.0.0, which the proxy does not have. etcd is
 # the server version that kubernetes itself requires, so one module serves all four.
+# CoreDNS has no replaces: `go install` builds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
 kubernetes=v1.34.12
 staging=v0.${kubernetes#v1.}
 etcd=v3.6.4
-version="kubernetes $kubernetes etcd $etcd"
-commands=(kube-apiserver kube-controller-manager kube-scheduler)
+coredns=v1.14.7
+version="kubernetes $kubernetes etcd $etcd coredns $coredns"
+commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 require_go "Kubernetes $kubernetes"
 dir="$(gobin)"
-present() {
-  local name
-  for name in etcd "${commands[@]}"; do [ -x "$dir/$name" ] || return 1; done
-  [ "$(cat "$dir/.k8s-version" 2>/dev/null)" = "$version" ]
-}
-if present; then
+# Each binary built is recorded with its version in $dir/.k8s-built, so an interrupted
+# build, or one from before the node was added, builds only what is missing.
+record=$dir/.k8s-built
+built() { [ -x "$dir/$1" ] && grep -qxF "$1 $2" "$record" 2>/dev/null; }
+missing=()
+for name in etcd "${commands[@]}"; do built "$name" "$kubernetes" || missing+=("$name"); done
+built coredns "$coredns" || missing+=(coredns)
+if [ ${#missing[@]} = 0 ]; then
   echo "$version already in $dir"; exit 0
 fi
+echo "building ${missing[*]} ($version) into $dir"
 staging_modules=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
   cloud-provider cluster-bootstrap code-generator component-base component-helpers
   controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
@@ -62,14 +73,24 @@ for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 build() {  # NAME PACKAGE [NOTE]
   local start=$SECONDS
+  built "$1" "$kubernetes" && return
   quietly "go build $1${3:+ ($3)}" bash -c "
     cd '$work' && go build -trimpath -ldflags '-s -w$stamp' -o '$dir/$1' '$2'"
+  echo "$1 $kubernetes" >>"$record"
   echo "    $1 built in $((SECONDS - start)) s"
 }
-rm -f "$dir/.k8s-version"
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "about 15 minutes on 2 cores"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
-echo "$version" > "$dir/.k8s-version"
-echo "$version in $dir: etcd ${commands[*]}"
+build kubelet k8s.io/kubernetes/cmd/kubelet
+build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+build kubectl k8s.io/kubernetes/cmd/kubectl
+if ! built coredns "$coredns"; then
+  start=$SECONDS
+  quietly "go install coredns $coredns" env GOBIN="$dir" \
+    go install -trimpath -ldflags '-s -w' "github.com/coredns/coredns@$coredns"
+  echo "coredns $coredns" >>"$record"
+  echo "    coredns built in $((SECONDS - start)) s"
+fi
+echo "$version in $dir: etcd ${commands[*]} coredns"

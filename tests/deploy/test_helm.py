@@ -182,7 +182,9 @@ def test_per_service_values_override_the_defaults(render: Render) -> None:
     container = pod_spec(deployment)["containers"][0]
     assert deployment["spec"]["replicas"] == 3
     assert container["args"][-2:] == ["--workers", "4"]
-    assert container["resources"]["requests"] == {"cpu": 2, "memory": "256Mi"}
+    defaults = yaml.safe_load((stack.CHART_DIR / "values.yaml").read_text())["serviceDefaults"]
+    memory = defaults["resources"]["requests"]["memory"]
+    assert container["resources"]["requests"] == {"cpu": 2, "memory": memory}
     assert env_of(container)["SOCIALBENCH_RPC_POOL_SIZE"] == "512"
     assert pod_spec(by_kind(manifests, "Deployment")["text"])["containers"][0]["args"][-1] == "1"
 
