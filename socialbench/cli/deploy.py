@@ -105,6 +105,28 @@ def drive(
                                 ready_timeout_s=ready_timeout))
 
 
+@loadjob_app.command()
+def fetch(
+    collector: Annotated[str, typer.Option(metavar="URL", help="The collector, http://host:port.")],
+    results: Annotated[Path, typer.Option(help="Where bundles go.")] = Path("results"),
+    wait: Annotated[float, typer.Option(
+        min=0, metavar="SECONDS", help="Wait this long for the merge.")] = 0.0,
+) -> None:
+    """Copy the merged bundle into RESULTS/<UTC start>-<run>/ and print its summary."""
+    from socialbench.deploy.loadjob import FetchError
+    from socialbench.deploy.loadjob import fetch as fetch_bundle
+
+    try:
+        out = fetch_bundle(collector, results, wait_s=wait)
+    except FetchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    summary = out / "summary.txt"
+    if summary.exists():
+        typer.echo(summary.read_text().rstrip())
+    typer.echo(f"Fetched: {out}")
+
+
 def merge(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILES", help="'socialbench load --json' results.")

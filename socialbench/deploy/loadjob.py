@@ -3,11 +3,13 @@
     socialbench loadjob collect --drivers N --out DIR [--port 8000] ...
     socialbench loadjob drive --collector URL --drivers N --rate R \\
         [--index I] [--seed S] -- URL [more `socialbench load` options]
+    socialbench loadjob fetch --collector URL [--results results]
 
 Each driver pod (one index of an Indexed Job) tells the collector it is ready and waits;
 once all N are, the collector releases them together, each runs ``socialbench load`` at
 R/N and sends its ``--json`` result back. The collector merges them (histograms exactly)
-into a result bundle and serves it for a while:
+into a result bundle and serves it for a while; ``fetch`` copies it into
+``results/<UTC time of the start>-<run>/``:
 
     GET  /healthz          ok
     POST /ready/<i>        long poll: {"start": true} once every driver is ready
@@ -345,6 +347,55 @@ def drive(collector_url: str, *, drivers: int, rate: float, index: int, seed: in
             return 0
         report(collector_url, index, None, f"socialbench load exited with {code}")
         return code or 1
+
+
+# ---------------------------------------------------------------- the bundle, fetched
+
+
+class FetchError(RuntimeError):
+    """The collector has no bundle to give (not reachable, not merged yet)."""
+
+
+def fetch(collector_url: str, results_dir: Path, *, wait_s: float = 0.0,
+          timeout_s: float = 30.0) -> Path:
+    """The collector's merged bundle, unpacked into ``results_dir/<start time>-<run>``.
+
+    Waits up to ``wait_s`` for the merge; an incomplete run (a driver failed or never
+    came) is fetched too, its manifest saying what is missing.
+    """
+    collector_url = collector_url.rstrip("/")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            status, body = _request(f"{collector_url}/status", "GET", timeout_s=timeout_s)
+        except OSError as exc:
+            raise FetchError(f"collector {collector_url} not reachable: {exc}") from None
+        manifest = json.loads(body) if status == HTTPStatus.OK else {}
+        if manifest.get("merged") or manifest.get("problem"):
+            break
+        if time.monotonic() >= deadline:
+            raise FetchError(f"collector {collector_url} has not merged yet: "
+                             f"{len(manifest.get('reported', []))} of "
+                             f"{manifest.get('drivers', '?')} drivers reported")
+        time.sleep(1.0)
+    status, body = _request(f"{collector_url}/bundle.tar.gz", "GET", timeout_s=timeout_s)
+    if status != HTTPStatus.OK:
+        raise FetchError(f"collector answered {status} for the bundle")
+    from socialbench.workloads.ramp.bundle import bundle_dir
+
+    started = manifest.get("released_at")
+    out = bundle_dir(results_dir, manifest.get("run") or "load",
+                     datetime.fromisoformat(started) if started else None)
+    out.mkdir(parents=True, exist_ok=False)
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            # The bundle's one top directory (the run's name) becomes `out` itself.
+            _, _, inner = member.name.partition("/")
+            if not inner:
+                continue
+            member.name = inner
+            tar.extract(member, out, filter="data")
+    return out
 
 
 # ---------------------------------------------------------------- the two roles

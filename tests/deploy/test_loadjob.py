@@ -96,6 +96,31 @@ def test_drivers_start_together_and_the_bundle_holds_the_merge(
     assert manifest["complete"] and manifest["reported"] == [0, 1]
     assert "Latency distribution" in (tmp_path / "run1" / "summary.txt").read_text()
 
+    fetched = run_loadjob("fetch", "--collector", url, "--results", str(tmp_path / "results"))
+    assert fetched.exit_code == 0, fetched.output
+    (bundle,) = (tmp_path / "results").iterdir()
+    released = collector.manifest()["released_at"]
+    assert bundle.name.endswith("-run1") and bundle.name[:8] == released[:10].replace("-", "")
+    assert LoadResult.model_validate_json(
+        (bundle / "result.json").read_bytes()) == merge_results(parts)
+    assert sorted(p.name for p in (bundle / "parts").iterdir()) == ["driver-0.json",
+                                                                      "driver-1.json"]
+    assert "Latency distribution" in fetched.output and f"Fetched: {bundle}" in fetched.output
+
+
+def test_fetch_before_the_merge_or_without_a_collector_fails_clearly(
+    tmp_path: Path, two_drivers: tuple[loadjob.Collector, str]
+) -> None:
+    _, url = two_drivers
+    results = tmp_path / "results"
+    early = run_loadjob("fetch", "--collector", url, "--results", str(results))
+    assert early.exit_code == 1
+    assert f"collector {url} has not merged yet: 0 of 2 drivers reported" in early.output
+    absent = run_loadjob("fetch", "--collector", f"http://127.0.0.1:{free_port()}",
+                         "--results", str(results))
+    assert absent.exit_code == 1 and "not reachable" in absent.output
+    assert not results.exists()
+
 
 def test_bad_reports_are_refused_and_change_nothing(
     tmp_path: Path, two_drivers: tuple[loadjob.Collector, str], parts: list[LoadResult]

@@ -34,7 +34,7 @@ def merged(parts: list[LoadResult]) -> LoadResult:
 
 
 def test_merge_of_n_drivers_equals_one_driver_with_n_processes(
-    reports: list[WorkerReport], merged: LoadResult
+    reports: list[WorkerReport], parts: list[LoadResult], merged: LoadResult
 ) -> None:
     one_driver = result_of(load_config(RATE, DRIVERS, 32 * DRIVERS), reports)
     for field in ("latency", "service_time", "send_lag", "errors", "scheduled", "sent",
@@ -46,6 +46,9 @@ def test_merge_of_n_drivers_equals_one_driver_with_n_processes(
     assert merged.config.rate == RATE
     assert merged.config.processes == DRIVERS
     assert merged.config.connections == 32 * DRIVERS
+    # Drivers often share a node: the CPU count is the one the load average was taken on.
+    assert (merged.host.cpus, merged.host.loadavg_start) == (
+        parts[0].host.cpus, parts[0].host.loadavg_start)
 
 
 def test_merged_histograms_hold_every_sample(parts: list[LoadResult], merged: LoadResult) -> None:
