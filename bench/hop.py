@@ -1,6 +1,7 @@
 """The CPU of one service hop, against the floor: a bare ASGI app under the same server.
 
-    socialbench bench hop [--rate 300 --rate 1000] [--duration 15]
+    socialbench bench hop [--rate 300 --rate 1000] [--duration 15] [--server unique-id]
+                          [--connection-requests 0 --connection-requests 100]
 
 Three servers are started on free ports, one process each: unique-id (the smallest
 service: the runtime's app, middleware and light dispatch around one id) under the
@@ -11,7 +12,11 @@ the runtime's server). Each gets the same calls (``POST /compose_unique_id``) fr
 process through the runtime's RPC client, at a fixed rate over a pool of keep-alive
 connections, and the server's CPU seconds (user + system, psutil) over the run are
 divided by the calls. unique-id minus bare is what the service's framework costs per
-call; bare is what any service pays on this machine. Results go to
+call; bare is what any service pays on this machine. With ``--connection-requests N``
+the client closes each connection after N calls (``rpc_connection_requests``: how a
+caller's requests spread over a Service's replicas); the row gives the server's and the
+client's CPU per call at each bound, so the bound's cost is the difference from 0 (no
+bound). Results go to
 ``results/bench-hop-<time>.json``. Not a test: the numbers depend on the machine and on
 what else runs on it (the load average is printed).
 """
@@ -59,6 +64,8 @@ class HopBench:
     duration_s: float = 15.0
     warmup_calls: int = 200
     pool_size: int = 8
+    servers: tuple[str, ...] = SERVERS
+    connection_requests: tuple[int, ...] = (0,)  # 0: connections never closed by the client
     results_dir: Path = field(default=Path("results"))
 
 
@@ -68,6 +75,8 @@ class HopRow:
     rate: float
     calls: int
     server_cpu_ms_per_call: float
+    connection_requests: int = 0
+    client_cpu_ms_per_call: float = 0.0
 
 
 async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,13 +126,15 @@ def cpu_seconds(process: psutil.Process) -> float:
 
 
 async def drive(server: str, url: str, process: psutil.Process, rate: float,
-                config: HopBench) -> HopRow:
-    """``rate`` calls a second for ``duration_s`` after a warm-up; the server's CPU per call."""
-    neighbour = Neighbour("hop", url, pool_size=config.pool_size, timeout_s=10.0)
+                config: HopBench, connection_requests: int = 0) -> HopRow:
+    """``rate`` calls a second for ``duration_s`` after a warm-up; server, client CPU per call."""
+    neighbour = Neighbour("hop", url, pool_size=config.pool_size, timeout_s=10.0,
+                          connection_requests=connection_requests)
+    client = psutil.Process()
     try:
         for _ in range(config.warmup_calls):
             await neighbour.call_raw(METHOD, {})
-        before = cpu_seconds(process)
+        before, client_before = cpu_seconds(process), cpu_seconds(client)
         calls: list[asyncio.Future[bytes]] = []
         start = time.perf_counter()
         while (elapsed := time.perf_counter() - start) < config.duration_s:
@@ -131,23 +142,32 @@ async def drive(server: str, url: str, process: psutil.Process, rate: float,
                 calls.append(asyncio.ensure_future(neighbour.call_raw(METHOD, {})))
             await asyncio.sleep(0.001)
         await asyncio.gather(*calls)
-        used = cpu_seconds(process) - before
+        used, client_used = cpu_seconds(process) - before, cpu_seconds(client) - client_before
     finally:
         await neighbour.close()
+    per_call = 1000 / max(len(calls), 1)
     return HopRow(server=server, rate=rate, calls=len(calls),
-                  server_cpu_ms_per_call=round(1000 * used / max(len(calls), 1), 4))
+                  server_cpu_ms_per_call=round(used * per_call, 4),
+                  connection_requests=connection_requests,
+                  client_cpu_ms_per_call=round(client_used * per_call, 4))
 
 
-def measure(config: HopBench, servers: tuple[str, ...] = SERVERS) -> list[HopRow]:
-    """Every server at every rate, one server running at a time."""
+def measure(config: HopBench) -> list[HopRow]:
+    """Every server at every rate and connection bound, one server running at a time.
+
+    The bounds alternate within each rate, so the machine's drift falls on all of them.
+    """
     rows = []
-    for server in servers:
+    for server in config.servers:
         with tempfile.TemporaryDirectory() as logs, running(server, Path(logs)) as (process, url):
             for rate in config.rates:
-                row = asyncio.run(drive(server, url, process, rate, config))
-                rows.append(row)
-                print(f"{server:10s} {rate:7.0f} calls/s  {row.calls:7d} calls  server CPU "
-                      f"{row.server_cpu_ms_per_call:.3f} ms per call", flush=True)
+                for bound in config.connection_requests:
+                    row = asyncio.run(drive(server, url, process, rate, config, bound))
+                    rows.append(row)
+                    print(f"{server:10s} {rate:7.0f} calls/s  {row.calls:7d} calls  "
+                          f"connection bound {bound or '-':>5}  server CPU "
+                          f"{row.server_cpu_ms_per_call:.3f}, client "
+                          f"{row.client_cpu_ms_per_call:.3f} ms per call", flush=True)
     return rows
 
 

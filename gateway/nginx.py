@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from socialbench import registry
+from socialbench.runtime.settings import Settings
 
 GATEWAY_DIR = Path(__file__).resolve().parent
 PAGES_DIR = GATEWAY_DIR / "pages"
@@ -46,6 +47,11 @@ class GatewayConfig:
     worker_processes: str = "auto"
     worker_connections: int = 16384
     upstream_keepalive: int = 512
+    # As the services' own RPC pools (rpc_connection_requests; 0: no bound): a service
+    # of several replicas behind one address gets a share of the requests, not of the
+    # connections nginx opened first.
+    upstream_keepalive_requests: int = field(
+        default_factory=lambda: Settings.model_fields["rpc_connection_requests"].default)
     proxy_read_timeout: str = "60s"
     client_max_body_size: str = "16m"
     mime_types: str = "/etc/nginx/mime.types"

@@ -5,6 +5,8 @@
 #   scripts/k8s-node.sh down     stop it, leaving no process, mount, interface or chain
 #   scripts/k8s-node.sh env      the variables to reach it: eval "$(scripts/k8s-node.sh env)"
 #   scripts/k8s-node.sh status   whether it runs, and its node and pods
+#   scripts/k8s-node.sh images   import the images podman has rebuilt into the running node
+#                                (then `kubectl rollout restart deployment` to use them)
 #
 # The node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kube-proxy (iptables) and CoreDNS (scripts/build-k8s.sh builds them with Go), with
@@ -50,7 +52,7 @@ NODE_TMPFS="/run/containerd /run/netns"
 bin=$(go env GOBIN 2>/dev/null || true); bin=${bin:-$(go env GOPATH 2>/dev/null || echo ~/go)/bin}
 python=.venv/bin/python
 
-usage() { echo "usage: $0 up|down|env|status" >&2; exit 2; }
+usage() { echo "usage: $0 up|down|env|status|images" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 step() { echo "==> $* ($((SECONDS - started)) s)"; }
 started=$SECONDS
@@ -445,8 +447,15 @@ status() {
   "$bin/kubectl" get pods -A -o wide
 }
 
+images() {
+  running || die "the node is not running: scripts/k8s-node.sh up"
+  import_images
+  echo "imported; pods started from now on run them"
+}
+
 case "${1:-}" in
   up) up ;;
+  images) images ;;
   down) down ;;
   env) print_env ;;
   status) status ;;

@@ -217,12 +217,25 @@ def hop(
         f"{', '.join(f'{r:g}' for r in HOP.rates)}).")] = None,
     duration: Annotated[float, typer.Option(
         min=1, metavar="SECONDS", help="Measured time at each rate.")] = HOP.duration_s,
+    server: Annotated[list[str] | None, typer.Option(
+        help=f"Servers to measure; repeat for several (default: {', '.join(HOP.servers)}).")]
+    = None,
+    connection_requests: Annotated[list[int] | None, typer.Option(
+        min=0, help="Close each client connection after this many calls (0: never); repeat "
+        "to compare bounds.")] = None,
     results_dir: ResultsDir = HOP.results_dir,
 ) -> None:
     """One service hop's CPU per call against a bare ASGI app, under our server and uvicorn."""
     from socialbench.bench.hop import run
 
-    run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration, results_dir=results_dir))
+    unknown = sorted(set(server or ()) - set(HOP.servers))
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(unknown)}: the servers are "
+                                 f"{', '.join(HOP.servers)}", param_hint="--server")
+    run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration,
+                 servers=tuple(server or HOP.servers),
+                 connection_requests=tuple(connection_requests or HOP.connection_requests),
+                 results_dir=results_dir))
 
 
 @bench_app.command("store-clients")

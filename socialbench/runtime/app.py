@@ -2,8 +2,8 @@
 
 A service module provides a router and a logic class; :func:`create_service_app`
 gives it settings, store clients and RPC pools (created at start-up, one set per
-worker process), ``/healthz`` (checks the service's stores), ``/stats`` (error
-counters), tracing when an endpoint is set, and one mapping of errors to HTTP answers.
+worker process), ``/healthz`` (checks the service's stores), ``/stats`` (requests
+and errors counted), tracing when an endpoint is set, and one mapping of errors to HTTP answers.
 
 Every exception becomes an answer: the runtime's errors their status, a request that
 fails validation 400 (413 when only caps were exceeded), an unknown route or method
@@ -122,6 +122,13 @@ class ServiceApp(FastAPI):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.runtime_middleware = []
+        # Requests this worker process was asked (``/stats``): how replicas share a load.
+        self.requests_received = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.requests_received += 1
+        await super().__call__(scope, receive, send)
 
     def build_middleware_stack(self) -> ASGIApp:
         app = super().build_middleware_stack()
@@ -203,9 +210,10 @@ def _add_operational_routes(app: FastAPI) -> None:
 
     @app.get("/stats")
     async def stats(request: Request) -> dict[str, Any]:
-        """Errors counted by kind since start (this worker process)."""
+        """Requests received and errors by kind since start (this worker process)."""
         context: ServiceContext = request.app.state.context
-        return {"service": context.spec.name, "errors": dict(context.errors)}
+        return {"service": context.spec.name, "requests": request.app.requests_received,
+                "errors": dict(context.errors)}
 
 
 def _error_response(request: Request, error: SocialbenchError) -> Response:

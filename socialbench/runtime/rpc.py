@@ -59,6 +59,7 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = True
         self.closed = False
         self.idle_since = 0.0
+        self.requests = 0
 
     # asyncio.Protocol
 
@@ -103,11 +104,18 @@ class _Connection(asyncio.Protocol):
         """Write ``request``; the future of its (status, body)."""
         assert self.transport is not None
         self.answer = asyncio.get_running_loop().create_future()
+        self.requests += 1
         self.transport.write(request)
         return self.answer
 
     def close(self) -> None:
         self._fail(_Dropped("connection closed by the client"))
+
+    def retire(self) -> None:
+        """Close it, idle, in good order (FIN, not RST); ``connection_lost`` counts it out."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
 
 
 class Neighbour:
@@ -121,6 +129,7 @@ class Neighbour:
         pool_size: int,
         timeout_s: float,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        connection_requests: int = 0,
         tracer: Tracer | None = None,
     ) -> None:
         self.name = name
@@ -132,6 +141,7 @@ class Neighbour:
         self.pool_size = pool_size
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
+        self.connection_requests = connection_requests
         self._tracer = tracer
         self._head = f"POST {parts.path}/{{}} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
         self._heads: dict[str, bytes] = {}
@@ -257,6 +267,9 @@ class Neighbour:
         if not connection.keep_alive:
             connection.close()
             return
+        if self.connection_requests and connection.requests >= self.connection_requests:
+            connection.retire()  # the next connection may reach another replica
+            return
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -320,6 +333,7 @@ class RPCClient:
                 settings.url_of(name),
                 pool_size=settings.rpc_pool_size,
                 timeout_s=settings.rpc_timeout_s,
+                connection_requests=settings.rpc_connection_requests,
                 tracer=tracer,
             )
             for name in neighbours

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     neighbour_host: str = "127.0.0.1"
     rpc_pool_size: int = 256
     rpc_timeout_s: float = 10.0
+    # Requests per connection to a neighbour before it is closed and another opened (0: no
+    # bound). A Service of several replicas balances connections, not requests: a bound
+    # spreads a caller's requests over them (socialbench.runtime.rpc).
+    rpc_connection_requests: int = Field(default=100, ge=0)
 
     machine_id: int | None = None
     # The key login tokens are signed with (HS256), shared by every service of a deployment:

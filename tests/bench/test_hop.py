@@ -21,6 +21,18 @@ def test_every_server_gets_every_call_and_their_cpu_is_measured(tmp_path: Path) 
         assert row.server_cpu_ms_per_call > 0, row
 
 
+def test_each_connection_bound_is_measured_on_the_same_server(tmp_path: Path) -> None:
+    config = HopBench(rates=(40.0,), duration_s=1.0, warmup_calls=5, servers=("bare",),
+                      connection_requests=(0, 5), results_dir=tmp_path)
+
+    rows = measure(config)
+
+    assert [(row.server, row.connection_requests) for row in rows] == [("bare", 0), ("bare", 5)]
+    for row in rows:
+        assert 38 <= row.calls <= 40, row
+        assert row.server_cpu_ms_per_call > 0 and row.client_cpu_ms_per_call > 0, row
+
+
 def test_a_server_that_does_not_start_says_why(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="nope exited") as caught, running("nope", tmp_path):
         pass

@@ -93,6 +93,14 @@ async def test_an_unexpected_exception_is_a_500_json_answer(client: AsyncClient)
     assert "OverflowError" in response.json()["message"]
     stats = (await client.get("/stats")).json()
     assert stats["errors"]["InternalError"] == 3
+    assert stats["requests"] == 4  # the three failures and this /stats
+
+
+async def test_stats_count_every_request_this_worker_received(client: AsyncClient) -> None:
+    for user_id in range(5):
+        assert (await client.post("/count", json={"user_id": user_id})).status_code == 200
+    assert (await client.post("/count", json={"user_id": "x"})).status_code == 400
+    assert (await client.get("/stats")).json()["requests"] == 7
 
 
 class Record:

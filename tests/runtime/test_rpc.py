@@ -72,7 +72,8 @@ async def neighbour(handler: Handler, **options: float) -> AsyncIterator[tuple[R
     port = server.sockets[0].getsockname()[1]
     client = Neighbour("fake", f"http://127.0.0.1:{port}",
                        pool_size=int(options.get("pool_size", 8)),
-                       timeout_s=options.get("timeout_s", 5.0))
+                       timeout_s=options.get("timeout_s", 5.0),
+                       connection_requests=int(options.get("connection_requests", 0)))
     try:
         async with asyncio.timeout(HANG_GUARD_S):
             yield fake, client
@@ -157,6 +158,26 @@ async def test_connections_the_neighbour_closed_while_idle_are_not_used() -> Non
         await asyncio.sleep(0.05)  # the client's loop hears of it
         assert (await client.call("b", 2))["got"] == 2
     assert fake.connections == 2
+
+
+async def test_a_connection_is_closed_after_its_bound_of_requests_and_none_fails() -> None:
+    async with neighbour(echo, connection_requests=3) as (fake, client):
+        for n in range(7):
+            assert (await client.call("n", n))["got"] == n
+        await asyncio.sleep(0.05)  # the client's loop hears of the closes
+        assert client._open == 1  # the retired ones counted out
+    assert fake.connections == 3  # 3 + 3 + 1 requests
+
+
+async def test_a_bound_on_a_full_pool_hands_waiting_calls_a_new_connection() -> None:
+    async def slow(path: str, body: bytes) -> tuple[int, bytes]:
+        await asyncio.sleep(0.005)
+        return 200, body
+
+    async with neighbour(slow, pool_size=2, connection_requests=2) as (fake, client):
+        answers = await asyncio.gather(*(client.call("n", n) for n in range(12)))
+    assert answers == list(range(12))
+    assert fake.connections == 6
 
 
 async def test_the_pool_is_bounded_and_every_waiting_call_is_served() -> None:
