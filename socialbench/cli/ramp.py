@@ -34,8 +34,14 @@ from socialbench.stack.traced import spans_to_receiver
 from socialbench.workloads.definitions.seed import SeedError, seed_graph
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.driver.placement import PlacementMode
-from socialbench.workloads.ramp.bundle import Dataset
-from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla
+from socialbench.workloads.ramp.bundle import Dataset, PodRecord
+from socialbench.workloads.ramp.engine import (
+    DEFAULT_SLA,
+    RampConfig,
+    ResetHook,
+    SamplerFactory,
+    Sla,
+)
 from socialbench.workloads.ramp.job import RampJob, execute
 from socialbench.workloads.ramp.live import print_headline
 
@@ -60,6 +66,19 @@ def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_va
         seed_graph(config.url, graph_spec, posts_per_user, seed_value)
 
     return reset
+
+
+def release_pods(release: str, namespace: str, console: Console
+                 ) -> tuple[SamplerFactory, str, list[PodRecord] | None]:
+    """The sampler of a helm release's pods, how it measures, and what the pods had."""
+    from socialbench.workloads.ramp.pods import PodError, pod_records, pod_sampler_factory
+
+    sampler, source = pod_sampler_factory(namespace, release)
+    try:
+        return sampler, source, pod_records(namespace, release)
+    except PodError as exc:
+        console.print(f"[yellow]warning[/]: the manifest will not record the pods: {exc}")
+        return sampler, source, None
 
 
 def ramp(
@@ -160,6 +179,12 @@ def ramp(
         metavar="PROJECT", help="Per-container CPU and memory of this compose project (as "
         "`docker compose -p PROJECT`; default project: compose), through the Docker API at "
         "DOCKER_HOST, instead of the local stack's processes.")] = None,
+    pods: Annotated[str | None, typer.Option(
+        metavar="RELEASE", help="Per-pod CPU and memory of this helm release's stack, from "
+        "the kubelets' stats through the Kubernetes API of KUBECONFIG, instead of the local "
+        "stack's processes.")] = None,
+    namespace: Annotated[str, typer.Option(help="With --pods: the release's namespace.")]
+    = "default",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view.")] = False,
     cpu_placement: CpuPlacement = PlacementMode.SHARED,
     driver_cpus: DriverCpus = None,
@@ -169,6 +194,9 @@ def ramp(
 
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
 
+    if containers is not None and pods is not None:
+        raise typer.BadParameter("measure either a compose project's containers or a "
+                                 "release's pods, not both", param_hint="--containers/--pods")
     console = Console(highlight=False)
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")
@@ -233,20 +261,27 @@ def ramp(
         console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(1) from None
     sampler, resources_source = stack.sampler_factory(url), stack.resources_source(url)
+    measured_pods = None
+    # A compose stack or a release forwarded to the local stack's port is not the local
+    # stack: neither its configuration nor its stores are the local one's.
+    local = containers is None and pods is None
     if containers is not None:
         from socialbench.deploy.compose import component_kinds
         from socialbench.workloads.ramp.containers import compose_sampler_factory
 
         sampler, resources_source = compose_sampler_factory(containers, component_kinds())
+    if pods is not None:
+        sampler, resources_source, measured_pods = release_pods(pods, namespace, console)
     job = RampJob(
         config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
         sampler=sampler, resources_source=resources_source,
-        dataset=dataset, mongodb_server=mongodb_flavour(), stack=stack.record(url),
-        power_cmd=power_cmd,
+        dataset=dataset, mongodb_server=mongodb_flavour(),
+        stack=stack.record(url) if local else None,
+        pods=measured_pods, power_cmd=power_cmd,
         reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print,
                           placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
         if fresh else None, placement=placed,
-        quiet=quiet, check=check_hook(stack, url, console), spans=spans,
+        quiet=quiet, check=check_hook(stack, url, console) if local else None, spans=spans,
     )
     try:
         with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),

@@ -129,6 +129,30 @@ class StackRecord(Strict):
         return {spec.name: self.workers.get(spec.name, default) for spec in registry.SERVICES}
 
 
+class PodResources(Strict):
+    """CPU and memory of a pod's containers together, as its spec asks."""
+
+    cpu: float | None = Field(description="Cores; None: none (a limit: some container has "
+                                          "none, so the pod is unlimited).")
+    memory: int | None = Field(description="Bytes; None: none (a limit: some container has "
+                                           "none, so the pod is unlimited).")
+
+
+class PodRecord(Strict):
+    """One pod of a Kubernetes release that was measured (ramp --pods), as the ramp began."""
+
+    name: str = Field(description="The pod's name.")
+    component: str = Field(description="Its component in resources.csv (the pod's "
+                                       "app.kubernetes.io/name; name-2, name-3, … for more "
+                                       "replicas, by pod name).")
+    kind: str = Field(description="service, store or gateway.")
+    node: str
+    image: str = Field(description="Its containers' images, comma-separated when several.")
+    requests: PodResources
+    limits: PodResources
+    restarts: int = Field(description="Restarts of its containers, together.")
+
+
 class Manifest(Strict):
     """manifest.json: everything needed to know what ran and to run it again."""
 
@@ -142,6 +166,9 @@ class Manifest(Strict):
     dataset: Dataset
     stack: StackRecord | None = Field(
         default=None, description="The local stack's configuration; None for another target.")
+    pods: list[PodRecord] | None = Field(
+        default=None, description="The Kubernetes release's pods that were measured (ramp "
+                                  "--pods); None: another target, or an older bundle.")
     hardware: dict[str, Any]
     software: dict[str, Any]
     resources_source: str = Field(description="How per-component CPU and memory were measured.")

@@ -14,15 +14,18 @@ included: the engines' process lists are not portable, podman 4's answers nothin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import docker
 from docker.errors import DockerException
 
 from socialbench.workloads.ramp.engine import SamplerFactory
-from socialbench.workloads.ramp.resources import ResourceSampler
+from socialbench.workloads.ramp.resources import (
+    NOTHING,
+    Reading,
+    ReadingSampler,
+    ResourceSampler,
+)
 
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
@@ -40,19 +43,7 @@ class ContainerError(RuntimeError):
     """The engine could not be reached or the project has no running container."""
 
 
-@dataclass(frozen=True)
-class ContainerStats:
-    """One reading of one container."""
-
-    cpu_seconds: float
-    memory_bytes: int
-    processes: int
-
-
-EMPTY = ContainerStats(0.0, 0, 0)
-
-
-def parse_stats(raw: Mapping[str, Any]) -> ContainerStats:
+def parse_stats(raw: Mapping[str, Any]) -> Reading:
     """A reading from the engine's ``/containers/ID/stats`` answer (cgroup v1 or v2)."""
     cpu_ns = raw.get("cpu_stats", {}).get("cpu_usage", {}).get("total_usage", 0) or 0
     memory = raw.get("memory_stats", {}) or {}
@@ -61,47 +52,32 @@ def parse_stats(raw: Mapping[str, Any]) -> ContainerStats:
     inactive = details.get("total_inactive_file", details.get("inactive_file", 0)) or 0
     usage = memory.get("usage", 0) or 0
     pids = raw.get("pids_stats", {}).get("current", 0) or 0
-    return ContainerStats(cpu_seconds=cpu_ns / 1e9,
-                          memory_bytes=max(0, usage - inactive) if inactive < usage else usage,
-                          processes=int(pids))
+    return Reading(cpu_seconds=cpu_ns / 1e9,
+                   memory_bytes=max(0, usage - inactive) if inactive < usage else usage,
+                   processes=int(pids))
 
 
-class ContainerSampler(ResourceSampler):
+class ContainerSampler(ReadingSampler):
     """Measure containers over one interval (use as a context manager)."""
 
     def __init__(self, client: docker.DockerClient, containers: Mapping[str, tuple[str, str]],
                  interval_s: float = 1.0) -> None:
         """``containers``: component name -> (kind, container id)."""
-        super().__init__({name: (kind, 0) for name, (kind, _) in containers.items()},
-                         interval_s)
+        super().__init__({name: kind for name, (kind, _) in containers.items()}, interval_s)
         self.client = client
         self.container_ids = {name: cid for name, (_, cid) in containers.items()}
-        self._stats: dict[str, ContainerStats] = {}
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="container-stats")
 
-    def _read(self, container_id: str) -> ContainerStats:
+    def _read_one(self, container_id: str) -> Reading:
         try:
             raw = self.client.api.stats(container_id, stream=False)
         except (DockerException, OSError):
-            return EMPTY  # gone or restarting: counted as nothing, as a vanished process
+            return NOTHING  # gone or restarting: counted as nothing, as a vanished process
         return parse_stats(raw)
 
-    def _refresh(self) -> None:
+    def _read(self) -> dict[str, Reading]:
         names = list(self.container_ids)
-        readings = self._pool.map(self._read, (self.container_ids[n] for n in names))
-        self._stats = dict(zip(names, readings, strict=True))
-
-    def _cpu_of(self, name: str) -> float:
-        return self._stats.get(name, EMPTY).cpu_seconds
-
-    def _rss_of(self, name: str) -> int:
-        return self._stats.get(name, EMPTY).memory_bytes
-
-    def _count_of(self, name: str) -> int:
-        return self._stats.get(name, EMPTY).processes
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        readings = self._pool.map(self._read_one, (self.container_ids[n] for n in names))
+        return dict(zip(names, readings, strict=True))
 
 
 def project_containers(client: docker.DockerClient, project: str,

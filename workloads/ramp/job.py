@@ -18,6 +18,7 @@ from socialbench.workloads.ramp.bundle import (
     BundleWriter,
     Dataset,
     Manifest,
+    PodRecord,
     StackRecord,
     Summary,
     bundle_dir,
@@ -58,6 +59,8 @@ class RampJob:
     dataset: Dataset
     mongodb_server: str
     stack: StackRecord | None = None
+    # The Kubernetes release's pods, as the ramp began (--pods), for the manifest.
+    pods: list[PodRecord] | None = None
     power_cmd: str | None = None
     reset: ResetHook | None = None
     quiet: bool = False
@@ -103,6 +106,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
         config=job.config,
         dataset=job.dataset,
         stack=job.stack,
+        pods=job.pods,
         hardware=described["hardware"],
         software=described["software"],
         resources_source=job.resources_source,

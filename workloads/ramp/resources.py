@@ -3,13 +3,16 @@
 A :class:`ResourceSampler` is given the stack's processes (each component's leading
 pid; it follows all their children: service workers, nginx workers), takes their
 CPU times at the start and end of a measurement and samples their resident memory
-each second in between.
+each second in between. A :class:`ReadingSampler` measures components read whole from
+outside instead (containers, pods), through the same interface.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import psutil
@@ -131,3 +134,49 @@ class ResourceSampler:
     @property
     def total_cpu_seconds(self) -> float:
         return sum(u.cpu_seconds for u in self.usage)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of a component read whole: CPU seconds so far, memory and processes now."""
+
+    cpu_seconds: float
+    memory_bytes: int
+    processes: int
+
+
+NOTHING = Reading(0.0, 0, 0)
+
+
+class ReadingSampler(ResourceSampler):
+    """Measure components read whole at each refresh (containers, pods), not process trees.
+
+    A subclass says how in :meth:`_read`; a component missing from a refresh (gone,
+    restarting) reads as nothing, as a vanished process does.
+    """
+
+    def __init__(self, kinds: Mapping[str, str], interval_s: float = 1.0) -> None:
+        """``kinds``: component name -> kind."""
+        super().__init__({name: (kind, 0) for name, kind in kinds.items()}, interval_s)
+        self._readings: dict[str, Reading] = {}
+        # For subclasses whose reading is one request per component or per node.
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=type(self).__name__)
+
+    def _read(self) -> dict[str, Reading]:
+        """Every component's reading now, by name."""
+        raise NotImplementedError
+
+    def _refresh(self) -> None:
+        self._readings = self._read()
+
+    def _cpu_of(self, name: str) -> float:
+        return self._readings.get(name, NOTHING).cpu_seconds
+
+    def _rss_of(self, name: str) -> int:
+        return self._readings.get(name, NOTHING).memory_bytes
+
+    def _count_of(self, name: str) -> int:
+        return self._readings.get(name, NOTHING).processes
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
