@@ -26,7 +26,9 @@
 # saved from podman (scripts/build-images.sh builds them) and imported into containerd,
 # whose image store (/var/lib/socialbench-k8s/containerd) is kept between runs; an image
 # whose podman id has not changed is not imported again. `up` writes a values file for
-# the chart naming them ($RUN/values.yaml); everything else is the chart's defaults:
+# the chart naming them ($RUN/values.yaml); everything else is the chart's defaults.
+# The stores' persistence (stores.*.persistence.enabled) binds static hostPath volumes of
+# the default StorageClass `local` ($LIB/volumes, removed by `down` with the cluster):
 #
 #   eval "$(scripts/k8s-node.sh env)"
 #   helm install sn helm/socialnetwork -f "$SOCIALBENCH_K8S_VALUES"
@@ -114,7 +116,7 @@ down() {
     sysctl -q -p "$LIB/kernel-tunables" >/dev/null || true
     rm -f "$LIB/kernel-tunables"
   fi
-  rm -rf "$RUN" "$LIB/kubelet" "$LIB/pods"
+  rm -rf "$RUN" "$LIB/kubelet" "$LIB/pods" "$LIB/volumes"
   local left
   left=$(cgroup_dirs | head -n 3)
   [ -z "$left" ] || echo "warning: cgroups left: $left" >&2
@@ -396,6 +398,37 @@ EOF
   wait_for kubelet 120 "$bin/kubectl" wait --for=condition=Ready "node/$NODE_NAME" --timeout=5s
 }
 
+VOLUMES=8                         # hostPath PersistentVolumes, $LIB/volumes/pv-<i>
+VOLUME_SIZE=50Gi
+
+storage() {  # a default StorageClass of static hostPath volumes: the stores' persistence
+  local i manifest
+  manifest="apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local
+  annotations: {storageclass.kubernetes.io/is-default-class: \"true\"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer"
+  for i in $(seq 1 $VOLUMES); do
+    # 0777: the stores' images run as users of their own, and fsGroup does not apply to
+    # hostPath volumes.
+    mkdir -p "$LIB/volumes/pv-$i" && chmod 0777 "$LIB/volumes/pv-$i"
+    manifest+="
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-$i}
+spec:
+  capacity: {storage: $VOLUME_SIZE}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: local
+  hostPath: {path: $LIB/volumes/pv-$i, type: Directory}"
+  done
+  echo "$manifest" | "$bin/kubectl" apply -f - >>"$SETUP_LOG"
+}
+
 values() {  # the chart's values for this node: the imported images, the front end on a NodePort
   local mongodb redis memcached nginx
   # shellcheck disable=SC1091
@@ -435,6 +468,7 @@ up() {
   import_images
   step "kubelet, kube-proxy, CoreDNS"
   node_agents
+  storage
   values
   step "node $NODE_NAME Ready"
   print_env

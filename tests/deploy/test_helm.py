@@ -351,3 +351,34 @@ def test_redis_keeps_an_append_only_file_in_data(render: Render) -> None:
     [claim] = claimed["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert "volumes" not in pod_spec(claimed)
+
+
+
+def _cpu(quantity: str | int | float) -> float:
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def test_the_tuned_values_set_requests_limits_and_replicas_per_service(render: Render) -> None:
+    tuned_file = stack.CHART_DIR.parent / "values-tuned.yaml"
+    tuned = yaml.safe_load(tuned_file.read_text())
+    manifests = render("-f", str(tuned_file))
+    deployments = by_kind(manifests, "Deployment")
+    defaults = tuned["serviceDefaults"]
+    for spec in registry.SERVICES:
+        own = {**defaults, **tuned["services"].get(spec.name, {})}
+        (container,) = containers(deployments[spec.name])
+        assert deployments[spec.name]["spec"]["replicas"] == own.get("replicas", 1), spec.name
+        assert container["args"][-2:] == ["--workers", str(own["workers"])], spec.name
+        wanted = {**defaults["resources"]["requests"], **own["resources"].get("requests", {})}
+        assert {k: str(v) for k, v in container["resources"]["requests"].items()} == wanted
+    requested = 0.0
+    for kind in ("Deployment", "StatefulSet"):
+        for name, workload in by_kind(manifests, kind).items():
+            for container in pod_spec(workload)["containers"]:
+                limits = container["resources"]["limits"]
+                assert "memory" in limits and "cpu" not in limits, name
+                requested += (_cpu(container["resources"]["requests"]["cpu"])
+                              * workload["spec"]["replicas"])
+    # The file's own account of what it asks for.
+    assert f"({requested:g} CPUs requested)" in tuned_file.read_text()

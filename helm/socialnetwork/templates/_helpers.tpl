@@ -112,6 +112,16 @@ securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end }}
 
+{{/* A container that keeps serving `drainSeconds` after its pod is deleted (values.yaml). */}}
+{{- define "socialnetwork.drain" -}}
+{{- if gt (int .Values.drainSeconds) 0 }}
+lifecycle:
+  preStop:
+    exec:
+      command: [sleep, {{ int .Values.drainSeconds | quote }}]
+{{- end }}
+{{- end }}
+
 {{/* Every service's /healthz, for init containers that wait for the stack. */}}
 {{- define "socialnetwork.healthUrls" -}}
 {{- $registry := include "socialnetwork.registry" . | fromYaml -}}
