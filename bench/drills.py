@@ -207,12 +207,6 @@ def drill_stack_config(data_dir: Path) -> launcher.StackConfig:
     )
 
 
-def store_addresses(config: launcher.StackConfig) -> StoreAddresses:
-    env = config.service_env()
-    return StoreAddresses(mongodb_url=env[f"{registry.ENV_PREFIX}MONGODB_URL"],
-                          redis_url=env[f"{registry.ENV_PREFIX}REDIS_URL"])
-
-
 def _component(stack: LocalStack, name: str) -> launcher.Component:
     state = stack.running_state()
     if state is None:
@@ -426,7 +420,7 @@ def down_up(stack: LocalStack, config: launcher.StackConfig, users: int,
     restart_s = time.monotonic() - started
     after, failed_after = read_timelines(config.url, users)
     lost = sum(len(posts - after.get(key, set())) for key, posts in before.items())
-    check, _, _ = check_stores(store_addresses(config))
+    check, _, _ = check_stores(config.store_addresses())
     return DownUpResult(
         timelines=len(before), entries_before=sum(map(len, before.values())),
         entries_after=sum(map(len, after.values())), lost=lost,
@@ -521,7 +515,7 @@ def _drill_under_load(stack: LocalStack, stack_config: launcher.StackConfig,
     parts = [measure_part(part, killed_wall - started, down_s, clock.seconds, config)
              for part, killed_wall, down_s in zip(config.parts, kill_walls, downs, strict=True)]
     console.rule("[bold]checking the stores[/]")
-    check, stored, broken = check_stores(store_addresses(stack_config))
+    check, stored, broken = check_stores(stack_config.store_addresses())
     attribute_probes(parts, kills, probe.probes, stored, broken, config)
     acknowledged = [p for p in probe.probes if p.status == 200]
     lost_anywhere = [p.text for p in acknowledged

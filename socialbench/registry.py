@@ -16,6 +16,33 @@ class Store(StrEnum):
     MEMCACHED = "memcached"
 
 
+class StoreLayout(StrEnum):
+    """How many instances of each store a deployment runs.
+
+    ``shared``: one MongoDB, one Redis and one memcached (or pool) for every service, the
+    default on one box, where it measured cheaper (a process per instance costs memory and
+    idle CPU, and on 2 cores eleven store processes take turns for the same cores; see
+    docs/stores.md). ``per-service``: an instance of each store for each service that uses
+    it, as the original deploys them (:func:`store_instance`).
+    """
+
+    SHARED = "shared"
+    PER_SERVICE = "per-service"
+
+
+@dataclass(frozen=True)
+class StoreInstance:
+    """One store server of a deployment: ``mongodb`` (shared) or ``user-mongodb`` (the
+    user service's, in the per-service layout)."""
+
+    store: Store
+    owner: str | None = None  # the service whose instance it is; None: every service's
+
+    @property
+    def name(self) -> str:
+        return self.store.value if self.owner is None else f"{self.owner}-{self.store.value}"
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     """One microservice of the social network."""
@@ -29,6 +56,9 @@ class ServiceSpec:
     # Its share of the whole stack's CPU on the mixed workload (see SERVICES): what
     # default_workers sizes it by (0: one worker).
     cpu_share: float = 0.0
+    # The service whose store instances it reads and writes in the per-service layout
+    # (None: its own): user-mention resolves names in user's collection and cache.
+    store_owner: str | None = None
 
     @property
     def module(self) -> str:
@@ -56,7 +86,8 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("unique-id", 9001, cpu_share=0.012),
     ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,), gateway_routes=("/api/url/expand",),
                 cpu_share=0.048),
-    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.03),
+    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.03,
+                store_owner="user"),
     ServiceSpec("media", 9004, stores=(Store.MONGODB,),
                 gateway_routes=("/upload-media", "/get-media"), cpu_share=0.016),
     ServiceSpec(
@@ -112,6 +143,35 @@ def get(name: str) -> ServiceSpec:
     except KeyError:
         known = ", ".join(BY_NAME)
         raise KeyError(f"unknown service {name!r}; known services: {known}") from None
+
+
+def store_instance(spec: ServiceSpec, store: Store, layout: StoreLayout) -> StoreInstance:
+    """The instance of ``store`` that ``spec`` uses in ``layout``.
+
+    Per service, as the original's 13 instances, less those of a cache our services do
+    not use: url-shorten and media read MongoDB only, so their memcached are not deployed
+    (11 instances: 6 MongoDB, 3 Redis, 2 memcached).
+    """
+    if store not in spec.stores:
+        raise ValueError(f"{spec.name} uses no {store.value}")
+    if layout is StoreLayout.SHARED:
+        return StoreInstance(store)
+    return StoreInstance(store, spec.store_owner or spec.name)
+
+
+def store_instances(layout: StoreLayout) -> tuple[StoreInstance, ...]:
+    """Every store instance of ``layout``, each once: by store (MongoDB, Redis, memcached),
+    then in registry order."""
+    instances = (store_instance(spec, store, layout)
+                 for store in Store for spec in SERVICES if store in spec.stores)
+    return tuple(dict.fromkeys(instances))
+
+
+def services_of(instance: StoreInstance, layout: StoreLayout) -> tuple[ServiceSpec, ...]:
+    """The services that use ``instance`` in ``layout``."""
+    return tuple(spec for spec in SERVICES
+                 if instance.store in spec.stores
+                 and store_instance(spec, instance.store, layout) == instance)
 
 
 def default_workers(spec: ServiceSpec, cpus: int) -> int:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
     free_port,
+    free_port_block,
     free_ports,
     memcached_command,
     mongodb_command,
@@ -77,15 +79,29 @@ def store_env(
 # ---------------------------------------------------------------- the whole stack
 
 
+# The store layout of the session's stack: SOCIALBENCH_TEST_STORES=per-service runs the
+# end-to-end tests on the original's layout (CI runs shared, and the per-service layout in
+# tests/e2e/test_store_layouts.py).
+TEST_STORES_ENV = "SOCIALBENCH_TEST_STORES"
+
+
+def store_options(layout: str | None = None) -> list[str]:
+    """``up`` options of a stack's stores: ``layout`` (default: SOCIALBENCH_TEST_STORES, else
+    shared), on a block of free consecutive ports."""
+    first = free_port_block(16)
+    return ["--stores", layout or os.environ.get(TEST_STORES_ENV) or "shared",
+            "--mongodb-port", str(first), "--redis-port", str(first + 8),
+            "--memcached-port", str(first + 12)]
+
+
 @pytest.fixture(scope="session")
 def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Data directory of a running stack; everything it started is gone after the session."""
     data_dir = tmp_path_factory.mktemp("stack")
-    port, media, redis, memcached, mongodb, jaeger, jaeger_otlp = free_ports(7)
+    port, media, jaeger, jaeger_otlp = free_ports(4)
     up = socialbench(
         "up", "--data-dir", str(data_dir), "--port", str(port),
-        "--media-port", str(media), "--redis-port", str(redis),
-        "--memcached-port", str(memcached), "--mongodb-port", str(mongodb),
+        "--media-port", str(media), *store_options(),
         "--service-port-offset", str(launcher.free_service_offset()), "--nginx-workers", "1",
         # Ratio 0: only a request that arrives with a sampled trace context is traced.
         "--tracing", "--trace-ratio", "0", "--jaeger-port", str(jaeger),

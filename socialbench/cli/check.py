@@ -28,10 +28,8 @@ from socialbench.workloads.definitions.check import (
 
 
 def local_stores(stack: LocalStack) -> StoreAddresses:
-    """Where the local stack's MongoDB and Redis listen."""
-    config = stack.config
-    return StoreAddresses(mongodb_url=f"mongodb://{config.host}:{config.mongodb_port}",
-                          redis_url=f"redis://{config.host}:{config.redis_port}/0")
+    """Where the local stack's MongoDB and Redis instances listen."""
+    return stack.config.store_addresses()
 
 
 def check_hook(stack: LocalStack, url: str, console: Console
@@ -124,8 +122,11 @@ def check_command(
     console = Console(highlight=False)
     stack = LocalStack(data_dir)
     local = local_stores(stack)
-    stores = StoreAddresses(mongodb_url=mongodb_url or local.mongodb_url,
-                            redis_url=redis_url or local.redis_url)
+    stores = local
+    if mongodb_url is not None:  # every service's MongoDB is the one given
+        stores = stores.model_copy(update={"mongodb_url": mongodb_url, "mongodb_urls": {}})
+    if redis_url is not None:
+        stores = stores.model_copy(update={"redis_url": redis_url, "redis_urls": {}})
     scope = parse_users(users) if users is not None else None
     if sample is not None and (full or users is not None):
         raise typer.BadParameter("--full and --users say whom to check: no --sample with them",

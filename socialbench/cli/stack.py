@@ -11,6 +11,7 @@ from rich.table import Table
 
 from socialbench import registry
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.registry import StoreLayout
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack, StackError
 from socialbench.stack.servers import ServerNotInstalled
@@ -69,6 +70,11 @@ def up(
         "spread the cached keys over them by consistent hashing."))]
     = STACK_DEFAULTS.memcached_instances,
     mongodb_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.mongodb_port,
+    stores: Annotated[StoreLayout, typer.Option(help=(
+        "shared: one MongoDB, Redis and memcached for every service (cheaper on one box); "
+        "per-service: an instance of each store per service that uses it, as the original "
+        "(MongoDB, Redis and memcached instances on consecutive ports from their port "
+        "options)."))] = StoreLayout(STACK_DEFAULTS.store_layout),
     service_port_offset: Annotated[int, typer.Option(
         help="Added to every service's port (to run a second stack beside one).")]
     = STACK_DEFAULTS.service_port_offset,
@@ -93,11 +99,15 @@ def up(
         workers=parse_workers(workers), default_workers=default_workers,
         nginx_workers=nginx_workers, redis_port=redis_port,
         memcached_port=memcached_port, memcached_instances=memcached_instances,
-        mongodb_port=mongodb_port, service_port_offset=service_port_offset, tracing=tracing,
+        mongodb_port=mongodb_port, store_layout=stores.value,
+        service_port_offset=service_port_offset, tracing=tracing,
         trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
         jaeger_otlp_port=jaeger_otlp_port,
     )
     console.print(describe_workers(config))
+    instances = config.store_instances()
+    console.print(f"Stores: {config.store_layout}, {len(instances)} instances "
+                  f"({', '.join(instance.name for instance in instances)})")
     try:
         stack.start(config, fresh=fresh, timeout_s=timeout,
                     on_progress=lambda message: console.print(f"  {message}"))

@@ -1,5 +1,10 @@
 """``compose/docker-compose.yml`` and ``compose/services.env``, generated from the registry.
 
+``docker-compose.yml`` runs the shared store layout (one MongoDB, Redis and memcached);
+``docker-compose.per-service.yml`` the original's, an instance of each store per service
+that uses it (registry.store_instance); both share ``services.env`` (the neighbours'
+URLs) and give each service its stores' addresses in its own environment.
+
 Every service runs from the one socialbench image under its registry name and port,
 after its stores and the neighbours it calls are healthy (the local launcher's order);
 nginx starts after every service, the seed job after nginx. The driver (profile
@@ -21,8 +26,11 @@ from typing import Any
 from socialbench import registry
 from socialbench.deploy import GENERATE_COMMAND, stack
 from socialbench.deploy.yamltext import Inline, dump
+from socialbench.registry import StoreInstance, StoreLayout
 
-COMPOSE_FILE = "docker-compose.yml"
+COMPOSE_FILES = {StoreLayout.SHARED: "docker-compose.yml",
+                 StoreLayout.PER_SERVICE: "docker-compose.per-service.yml"}
+COMPOSE_FILE = COMPOSE_FILES[StoreLayout.SHARED]
 ENV_FILE = "services.env"
 NGINX_FILE = "nginx.conf"
 STANDINS_FILE = "standins.env"
@@ -42,17 +50,18 @@ SUBNET_PREFIX = f"${{{SUBNET_PREFIX_ENV}:-10.213.0}}"  # the first three octets 
 FIRST_HOST = 10  # .1 is the network's gateway
 BUILD = {"context": "..", "dockerfile": "Dockerfile", "target": "runtime"}
 HEALTH_TIMING = {"interval": "5s", "timeout": "3s", "retries": 30, "start_period": "10s"}
-HEADER = f"""\
-Generated from socialbench/registry.py by `{GENERATE_COMMAND}`:
+HEADER = """\
+Generated from socialbench/registry.py by `{command}`:
 edit the registry or socialbench/deploy/compose.py, not this file (tests compare them).
+Stores: {layout} ({instances} instances).
 
     echo "SOCIALBENCH_JWT_SECRET=$(openssl rand -hex 32)" >> compose/.env   # once
-    docker compose -f compose/docker-compose.yml up -d       # build, start, seed
-    docker compose -f compose/docker-compose.yml --profile load run --rm driver
+    docker compose -f compose/{file} up -d       # build, start, seed
+    docker compose -f compose/{file} --profile load run --rm driver
 See docs/deploy.md for the variables (SOCIALBENCH_WORKERS, SOCIALBENCH_LOAD_RATE, ...).
 """
 ENV_HEADER = f"""\
-Environment of every service container (the local launcher's names).
+Neighbours' URLs, for every service container (the local launcher's names).
 Generated from socialbench/registry.py by `{GENERATE_COMMAND}`."""
 STANDINS_HEADER = f"""\
 The local stand-ins for the official images (scripts/build-images.sh builds them):
@@ -78,23 +87,26 @@ def _socialbench(command: list[str], **extra: Any) -> dict[str, Any]:
     return {"image": IMAGE, "build": dict(BUILD), "command": Inline(command), **extra}
 
 
-def _store(store: stack.StoreDeployment) -> dict[str, Any]:
+def _store(instance: StoreInstance) -> dict[str, Any]:
+    store = stack.STORE_BY_NAME[instance.store.value]
     service: dict[str, Any] = {
+        # Every instance of a store runs its store's image (one variable picks it).
         "image": _image(store.name, store.image),
         "command": Inline(store.command),
         "healthcheck": {"test": Inline(["CMD", *store.healthcheck]), **HEALTH_TIMING},
         "restart": "unless-stopped",
     }
     if store.data_dir:
-        service["volumes"] = [f"{store.name}-data:{store.data_dir}"]
+        service["volumes"] = [f"{instance.name}-data:{store.data_dir}"]
     return service
 
 
-def _dependencies(spec: registry.ServiceSpec) -> list[str]:
+def _dependencies(spec: registry.ServiceSpec, layout: StoreLayout) -> list[str]:
     """Stores, then the neighbours the launcher starts first (user <-> social-graph is a cycle)."""
     started_before = [s.name for s in registry.start_order()]
     earlier = started_before[: started_before.index(spec.name)]
-    return [store.value for store in spec.stores] + [n for n in spec.neighbours if n in earlier]
+    stores = [registry.store_instance(spec, store, layout).name for store in spec.stores]
+    return stores + [n for n in spec.neighbours if n in earlier]
 
 
 # The login-token secret: the deployment's own, from the caller's environment or
@@ -103,19 +115,20 @@ SECRET_VALUE = (f"${{{stack.SECRET_ENV}:?set {stack.SECRET_ENV} to a random secr
                 "characters or more in compose/.env (openssl rand -hex 32), see docs/deploy.md}")
 
 
-def _service(spec: registry.ServiceSpec) -> dict[str, Any]:
+def _service(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, Any]:
     service = _socialbench(
         stack.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
         env_file=[ENV_FILE],
         # From the caller's environment: tracing is off unless it sets the endpoint.
-        environment={**{name: f"${{{name}:-{default}}}"
+        environment={**stack.store_env(spec, layout),
+                     **{name: f"${{{name}:-{default}}}"
                         for name, default in stack.TRACING_DEFAULTS.items()},
                      stack.SECRET_ENV: SECRET_VALUE},
         healthcheck={"test": Inline(["CMD", *stack.http_healthcheck(spec.port)]),
                      **HEALTH_TIMING},
         restart="unless-stopped",
     )
-    if dependencies := _dependencies(spec):
+    if dependencies := _dependencies(spec, layout):
         service["depends_on"] = _healthy(*dependencies)
     return service
 
@@ -171,43 +184,48 @@ def _jaeger() -> dict[str, Any]:
     }
 
 
-def component_kinds() -> dict[str, str]:
+def component_kinds(layout: StoreLayout = StoreLayout.SHARED) -> dict[str, str]:
     """The kind of each long-running compose service, as the local stack names its parts."""
-    kinds = {store.name: "store" for store in stack.STORES}
+    kinds = {instance.name: "store" for instance in registry.store_instances(layout)}
     kinds.update({spec.name: "service" for spec in registry.SERVICES})
     kinds[stack.GATEWAY_HOST] = "gateway"
     return kinds
 
 
-def addresses() -> dict[str, str]:
+def addresses(layout: StoreLayout = StoreLayout.SHARED) -> dict[str, str]:
     """The fixed address of each container others connect to: name -> address."""
-    names = [*component_kinds(), "jaeger"]
+    names = [*component_kinds(layout), "jaeger"]
     return {name: f"{SUBNET_PREFIX}.{FIRST_HOST + n}" for n, name in enumerate(names)}
 
 
-def compose_file() -> dict[str, Any]:
-    """The compose file as data."""
-    services: dict[str, Any] = {store.name: _store(store) for store in stack.STORES}
-    services.update({spec.name: _service(spec) for spec in registry.start_order()})
+def compose_file(layout: StoreLayout = StoreLayout.SHARED) -> dict[str, Any]:
+    """The compose file of ``layout`` as data."""
+    instances = registry.store_instances(layout)
+    services: dict[str, Any] = {instance.name: _store(instance) for instance in instances}
+    services.update({spec.name: _service(spec, layout) for spec in registry.start_order()})
     services[stack.GATEWAY_HOST] = _gateway()
     services["seed"] = _seed()
     services["driver"] = _driver()
     services["jaeger"] = _jaeger()
-    table = addresses()
+    table = addresses(layout)
     hosts = [f"{name}:{address}" for name, address in table.items()]
     for name, service in services.items():
         if name in table:
             service["networks"] = {"default": {"ipv4_address": table[name]}}
         service["extra_hosts"] = list(hosts)
     volumes: dict[str, dict[str, str]] = {
-        f"{store.name}-data": {} for store in stack.STORES if store.data_dir
+        f"{instance.name}-data": {} for instance in instances
+        if stack.STORE_BY_NAME[instance.store.value].data_dir
     }
     network = {"ipam": {"config": [{"subnet": f"{SUBNET_PREFIX}.0/24"}]}}
     return {"services": services, "networks": {"default": network}, "volumes": volumes}
 
 
-def render_compose() -> str:
-    return dump(compose_file(), HEADER)
+def render_compose(layout: StoreLayout = StoreLayout.SHARED) -> str:
+    header = HEADER.format(command=GENERATE_COMMAND, layout=layout.value,
+                           instances=len(registry.store_instances(layout)),
+                           file=COMPOSE_FILES[layout])
+    return dump(compose_file(layout), header)
 
 
 def _env_text(header: str, values: dict[str, str]) -> str:
@@ -217,7 +235,7 @@ def _env_text(header: str, values: dict[str, str]) -> str:
 
 
 def render_env() -> str:
-    return _env_text(ENV_HEADER, stack.service_env())
+    return _env_text(ENV_HEADER, stack.neighbour_env())
 
 
 def render_standins() -> str:
@@ -228,7 +246,7 @@ def render_standins() -> str:
 def files() -> dict[str, str]:
     """Every generated file of ``compose/``: name -> text."""
     return {
-        COMPOSE_FILE: render_compose(),
+        **{name: render_compose(layout) for layout, name in COMPOSE_FILES.items()},
         ENV_FILE: render_env(),
         NGINX_FILE: stack.render_gateway(),
         STANDINS_FILE: render_standins(),

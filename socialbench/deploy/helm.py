@@ -12,6 +12,7 @@ from typing import Any
 from socialbench import registry
 from socialbench.deploy import GENERATE_COMMAND, stack
 from socialbench.deploy.yamltext import Inline, dump
+from socialbench.registry import StoreLayout
 
 REGISTRY_FILE = "files/registry.yaml"
 NGINX_FILE = "files/nginx.conf"
@@ -33,15 +34,28 @@ def registry_data() -> dict[str, Any]:
                 "port": spec.port,
                 "urlEnv": spec.url_env,
                 "stores": Inline(store.value for store in spec.stores),
+                # The instance of each of its stores, by layout (stores.layout in values).
+                "instances": {
+                    layout.value: {store.value: registry.store_instance(spec, store, layout).name
+                                   for store in spec.stores}
+                    for layout in StoreLayout
+                },
                 "neighbours": Inline(spec.neighbours),
             }
             for spec in registry.SERVICES
         ],
+        # Every store instance of each layout: a StatefulSet and a Service each.
+        "layouts": {
+            layout.value: [{"name": instance.name, "store": instance.store.value}
+                           for instance in registry.store_instances(layout)]
+            for layout in StoreLayout
+        },
         "stores": {
             store.name: {
                 "port": store.port,
                 "env": store.env_name,
-                "address": store.address,
+                # printf with the instance's name (its Service) gives the address.
+                "addressFormat": store.address("%s"),
                 "command": Inline(store.command),
                 "healthcheck": Inline(store.healthcheck),
                 "dataDir": store.data_dir or "",

@@ -1,8 +1,9 @@
 """The containerised stack as data: store images, environment, gateway configuration.
 
 Compose and helm both deploy each service under its registry name (the host name
-neighbours use) on its registry port, and the stores as ``mongodb``, ``redis`` and
-``memcached``; this module says so once, and :mod:`socialbench.deploy.compose` and
+neighbours use) on its registry port, and each store instance of the layout under its
+instance's name (``mongodb``, or ``user-mongodb`` per service: registry.store_instance);
+this module says so once, and :mod:`socialbench.deploy.compose` and
 :mod:`socialbench.deploy.helm` write it out.
 """
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 from socialbench import registry
 from socialbench.gateway import nginx
-from socialbench.registry import Store
-from socialbench.runtime.settings import JWT_SECRET_ENV, Settings
+from socialbench.registry import Store, StoreInstance, StoreLayout
+from socialbench.runtime.settings import JWT_SECRET_ENV, STORE_SETTINGS, Settings, setting_env
 from socialbench.stack.servers import REDIS_PERSISTENCE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +44,6 @@ class StoreDeployment:
     port: int
     command: tuple[str, ...]
     healthcheck: tuple[str, ...]
-    # The settings field that points services at it, e.g. ``mongodb_url``.
-    setting: str
     data_dir: str | None = None
 
     @property
@@ -53,16 +52,16 @@ class StoreDeployment:
 
     @property
     def env_name(self) -> str:
-        return setting_env(self.setting)
+        """The variable that points a service at its instance, e.g. ``SOCIALBENCH_REDIS_URL``."""
+        return setting_env(STORE_SETTINGS[self.store])
 
-    @property
-    def address(self) -> str:
-        """The value of its environment variable inside the stack's network."""
+    def address(self, host: str) -> str:
+        """The value of :attr:`env_name` for the instance reached as ``host``."""
         if self.store is Store.MONGODB:
-            return f"mongodb://{self.name}:{self.port}"
+            return f"mongodb://{host}:{self.port}"
         if self.store is Store.REDIS:
-            return f"redis://{self.name}:{self.port}/0"
-        return f"{self.name}:{self.port}"
+            return f"redis://{host}:{self.port}/0"
+        return f"{host}:{self.port}"
 
 
 # Same server flags as the local launcher's (socialbench.stack.servers).
@@ -74,7 +73,6 @@ STORES: tuple[StoreDeployment, ...] = (
         command=("mongod", "--bind_ip_all", "--quiet"),
         # mongosh costs a second of CPU a run: too much every few seconds beside a benchmark.
         healthcheck=("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/27017"),
-        setting="mongodb_url",
         data_dir="/data/db",
     ),
     StoreDeployment(
@@ -85,7 +83,6 @@ STORES: tuple[StoreDeployment, ...] = (
         command=("redis-server", *REDIS_PERSISTENCE, "--dir", "/data",
                  "--protected-mode", "no", "--maxclients", "10000"),
         healthcheck=("redis-cli", "ping"),
-        setting="redis_url",
         data_dir="/data",
     ),
     StoreDeployment(
@@ -96,10 +93,14 @@ STORES: tuple[StoreDeployment, ...] = (
         # The Debian-based image has bash but no nc: a `stats` over /dev/tcp.
         healthcheck=("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/11211 && "
                      "printf 'stats\\r\\nquit\\r\\n' >&3 && grep -q uptime <&3"),
-        setting="memcached_address",
     ),
 )
 STORE_BY_NAME = {store.name: store for store in STORES}
+
+
+def store_address(instance: StoreInstance) -> str:
+    """Where services reach ``instance`` inside the stack's network (by its name)."""
+    return STORE_BY_NAME[instance.store.value].address(instance.name)
 
 GATEWAY_IMAGE = "nginx:1.28.0-alpine"
 
@@ -109,13 +110,6 @@ PINNED_IMAGES: dict[str, str] = {
     "nginx": GATEWAY_IMAGE,
     "jaeger": JAEGER_IMAGE,
 }
-
-
-def setting_env(field: str) -> str:
-    """The environment variable of settings field ``field``, e.g. ``SOCIALBENCH_REDIS_URL``."""
-    if field not in Settings.model_fields:
-        raise KeyError(f"no settings field {field!r}")
-    return registry.ENV_PREFIX + field.upper()
 
 
 # The login-token secret every service shares; compose and helm give it a value of the
@@ -136,16 +130,20 @@ def service_url(spec: registry.ServiceSpec) -> str:
     return f"http://{spec.name}:{spec.port}"
 
 
-def service_env() -> dict[str, str]:
-    """Environment every service container gets: its stores and its neighbours.
+def neighbour_env() -> dict[str, str]:
+    """Every service's URL, as neighbours read it (the same for every service container).
 
     The names are the local launcher's (``StackConfig.service_env``) except
     ``SOCIALBENCH_NEIGHBOUR_HOST``, the fallback for a stack on one host: here every
     neighbour has its own URL.
     """
-    env = {store.env_name: store.address for store in STORES}
-    env.update({spec.url_env: service_url(spec) for spec in registry.SERVICES})
-    return env
+    return {spec.url_env: service_url(spec) for spec in registry.SERVICES}
+
+
+def store_env(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, str]:
+    """Where ``spec`` finds each store it uses, in ``layout``."""
+    return {STORE_BY_NAME[store.value].env_name:
+            store_address(registry.store_instance(spec, store, layout)) for store in spec.stores}
 
 
 def service_command(spec: registry.ServiceSpec, workers: int | str = SERVICE_WORKERS) -> list[str]:

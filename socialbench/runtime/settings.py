@@ -145,6 +145,21 @@ def parse_servers(addresses: str) -> list[tuple[str, int]]:
     return servers
 
 
+def setting_env(field: str) -> str:
+    """The environment variable of settings field ``field``, e.g. ``SOCIALBENCH_REDIS_URL``."""
+    if field not in Settings.model_fields:
+        raise KeyError(f"no settings field {field!r}")
+    return registry.ENV_PREFIX + field.upper()
+
+
+# The settings field that tells a service where its instance of each store is.
+STORE_SETTINGS: dict[registry.Store, str] = {
+    registry.Store.MONGODB: "mongodb_url",
+    registry.Store.REDIS: "redis_url",
+    registry.Store.MEMCACHED: "memcached_address",
+}
+
+
 def require_login_secret(settings: Settings) -> None:
     """Raise :class:`LoginSecretMissing`, saying how to set it, when ``settings`` has no secret."""
     if settings.jwt_secret is None:

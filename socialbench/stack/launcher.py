@@ -29,7 +29,8 @@ from pathlib import Path
 
 from socialbench import registry
 from socialbench.gateway import nginx
-from socialbench.runtime.settings import JWT_SECRET_ENV
+from socialbench.registry import Store
+from socialbench.runtime.settings import JWT_SECRET_ENV, STORE_SETTINGS, setting_env
 from socialbench.stack.servers import (
     ServerCommand,
     find_binary,
@@ -39,6 +40,7 @@ from socialbench.stack.servers import (
     port_open,
     redis_command,
 )
+from socialbench.workloads.definitions.check import StoreAddresses
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.ramp.otlp import EXPORT_INTERVAL_MS
 
@@ -88,6 +90,8 @@ class StackConfig:
     # memcached_memory_mb: the services spread their keys over them (runtime/memcached_pool.py).
     memcached_instances: int = 1
     memcached_memory_mb: int = 1024
+    # registry.StoreLayout: one instance of each store, or one per service as the original.
+    store_layout: str = registry.StoreLayout.SHARED.value
     # Worker processes: those of the services named here, then default_workers of every
     # other; None: each its share of the CPUs (registry.default_workers, cpu_count).
     workers: dict[str, int] = field(default_factory=dict)
@@ -157,31 +161,58 @@ class StackConfig:
         return "given" if given else "cpu-count"
 
     @property
-    def memcached_ports(self) -> list[int]:
-        return [self.memcached_port + n for n in range(self.memcached_instances)]
+    def layout(self) -> registry.StoreLayout:
+        return registry.StoreLayout(self.store_layout)
 
-    def memcached_name(self, port: int) -> str:
-        """The component name of the memcached on ``port``: ``memcached`` when it is the
-        only one, else ``memcached-1``, ``memcached-2``, ..."""
-        if self.memcached_instances == 1:
-            return "memcached"
-        return f"memcached-{self.memcached_ports.index(port) + 1}"
+    def store_instances(self) -> tuple[registry.StoreInstance, ...]:
+        """Every store instance of its layout (registry.store_instances)."""
+        return registry.store_instances(self.layout)
+
+    def instance_ports(self, instance: registry.StoreInstance) -> list[int]:
+        """The ports of ``instance``'s processes: one for MongoDB and Redis, one per pool
+        member for memcached; the instances of a store on consecutive ports from its port
+        option (memcached pools one after the other)."""
+        same_store = [i for i in self.store_instances() if i.store is instance.store]
+        index = same_store.index(instance)
+        if instance.store is Store.MEMCACHED:
+            first = self.memcached_port + index * self.memcached_instances
+            return list(range(first, first + self.memcached_instances))
+        base = self.mongodb_port if instance.store is Store.MONGODB else self.redis_port
+        return [base + index]
+
+    @property
+    def memcached_ports(self) -> list[int]:
+        """The ports of every memcached process, of every instance."""
+        return [port for instance in self.store_instances()
+                if instance.store is Store.MEMCACHED for port in self.instance_ports(instance)]
+
+    def store_component_name(self, instance: registry.StoreInstance, port: int) -> str:
+        """The component name of ``instance``'s process on ``port``: the instance's name,
+        with ``-1``, ``-2``, ... for each member of a memcached pool."""
+        ports = self.instance_ports(instance)
+        return instance.name if len(ports) == 1 else f"{instance.name}-{ports.index(port) + 1}"
+
+    def store_address(self, spec: registry.ServiceSpec, store: Store) -> str:
+        """What ``spec``'s settings say of its instance of ``store`` (URL or host:port list)."""
+        instance = registry.store_instance(spec, store, self.layout)
+        ports = self.instance_ports(instance)
+        if store is Store.MONGODB:
+            return f"mongodb://{self.host}:{ports[0]}"
+        if store is Store.REDIS:
+            return f"redis://{self.host}:{ports[0]}/0"
+        return ",".join(f"{self.host}:{port}" for port in ports)
 
     def service_port(self, spec: registry.ServiceSpec) -> int:
         return spec.port + self.service_port_offset
 
-    def service_env(self) -> dict[str, str]:
-        """Environment every service process gets: its stores and its neighbours."""
+    def service_env(self, spec: registry.ServiceSpec) -> dict[str, str]:
+        """Environment of ``spec``'s process: its stores and its neighbours."""
         prefix = registry.ENV_PREFIX
-        env = {
-            f"{prefix}REDIS_URL": f"redis://{self.host}:{self.redis_port}/0",
-            f"{prefix}MEMCACHED_ADDRESS": ",".join(f"{self.host}:{port}"
-                                                   for port in self.memcached_ports),
-            f"{prefix}MONGODB_URL": f"mongodb://{self.host}:{self.mongodb_port}",
-            f"{prefix}NEIGHBOUR_HOST": self.host,
-        }
-        for spec in registry.SERVICES:
-            env[spec.url_env] = f"http://{self.host}:{self.service_port(spec)}"
+        env = {setting_env(STORE_SETTINGS[store]): self.store_address(spec, store)
+               for store in spec.stores}
+        env[f"{prefix}NEIGHBOUR_HOST"] = self.host
+        for neighbour in registry.SERVICES:
+            env[neighbour.url_env] = f"http://{self.host}:{self.service_port(neighbour)}"
         if self.trace_collector:
             env[f"{prefix}TRACING_ENDPOINT"] = self.trace_collector
             env[f"{prefix}TRACING_SAMPLE_RATIO"] = str(self.trace_sample_ratio)
@@ -193,6 +224,11 @@ class StackConfig:
             )
             env[f"{prefix}TRACING_SAMPLE_RATIO"] = str(self.trace_sample_ratio)
         return env
+
+    def store_addresses(self) -> StoreAddresses:
+        """Where the check reads the social network's data in this stack."""
+        return StoreAddresses.of_services(
+            lambda spec, store: self.store_address(spec, store))
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -244,19 +280,37 @@ def free_service_offset(host: str = "127.0.0.1") -> int:
     raise RuntimeError("no free range of service ports")
 
 
+def store_commands(config: StackConfig) -> list[ServerCommand]:
+    """The store servers of ``config``'s layout: each instance's processes, each MongoDB and
+    Redis with its own data directory (``<data dir>/<instance>``)."""
+    data = config.data_dir.resolve()
+    commands: list[ServerCommand] = []
+    for instance in config.store_instances():
+        for port in config.instance_ports(instance):
+            name = config.store_component_name(instance, port)
+            if instance.store is Store.REDIS:
+                command = redis_command(port, data / instance.name, host=config.host)
+            elif instance.store is Store.MONGODB:
+                command = mongodb_command(port, data / instance.name, host=config.host,
+                                          cpus=config.cpu_count)
+            else:
+                command = memcached_command(port, host=config.host,
+                                            memory_mb=config.memcached_memory_mb)
+            commands.append(replace(command, name=name))
+    return commands
+
+
+def store_dirs(config: StackConfig) -> list[Path]:
+    """The data directories of its durable stores (what ``--fresh`` empties)."""
+    return [config.data_dir / instance.name for instance in config.store_instances()
+            if instance.store is not Store.MEMCACHED]
+
+
 def plan(config: StackConfig) -> list[Component]:
     """Every process of the stack, in start order: stores, Jaeger (if tracing), services, nginx."""
     data = config.data_dir.resolve()
-    stores: list[ServerCommand] = [
-        redis_command(config.redis_port, data / "redis", host=config.host),
-        *(replace(memcached_command(port, host=config.host, memory_mb=config.memcached_memory_mb),
-                  name=config.memcached_name(port))
-          for port in config.memcached_ports),
-        mongodb_command(config.mongodb_port, data / "mongodb", host=config.host,
-                        cpus=config.cpu_count),
-    ]
-    (data / "redis").mkdir(parents=True, exist_ok=True)
-    components = [Component(s.name, "store", s.argv, s.port, env=s.env) for s in stores]
+    components = [Component(s.name, "store", s.argv, s.port, env=s.env)
+                  for s in store_commands(config)]
     if config.tracing and not config.trace_collector:
         jaeger = jaeger_command(config.jaeger_otlp_port, config.jaeger_ui_port, data,
                                 host=config.host)
@@ -264,14 +318,15 @@ def plan(config: StackConfig) -> list[Component]:
                                     f"{config.jaeger_url}/api/services"))
     # Not in config.service_env() (the address book the deployments' tests compare with):
     # the secret only ever reaches the services' environment.
-    service_env = config.service_env() | {JWT_SECRET_ENV: login_secret(data)}
+    secret = {JWT_SECRET_ENV: login_secret(data)}
     for spec in registry.start_order():
         port = config.service_port(spec)
         argv = [sys.executable, "-m", "socialbench.cli", "serve", spec.name,
                 "--host", config.host, "--port", str(port),
                 "--workers", str(config.workers_of(spec.name))]
         health = f"http://{config.host}:{port}/healthz"
-        components.append(Component(spec.name, "service", argv, port, health, service_env))
+        components.append(Component(spec.name, "service", argv, port, health,
+                                    config.service_env(spec) | secret))
     conf_path = data / "nginx.conf"
     gateway = nginx.GatewayConfig(
         service_addresses=nginx.local_addresses(config.host, config.service_port_offset),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from socialbench import registry
 from socialbench.stack import launcher
 from socialbench.stack.servers import store_durability
 from socialbench.workloads.driver.config import Target
@@ -36,7 +37,6 @@ PSUTIL_SOURCE = (
     "psutil: CPU seconds (user + system) and peak RSS (sampled each second) of each "
     "component's process tree, found from the local stack's state file"
 )
-STORE_DIRS = ("mongodb", "redis")
 
 
 class StackError(RuntimeError):
@@ -80,8 +80,8 @@ class LocalStack:
                 return self.config
             self.stop()
         if fresh:
-            for store_dir in STORE_DIRS:
-                shutil.rmtree(self.data_dir / store_dir, ignore_errors=True)
+            for store_dir in launcher.store_dirs(self.config) + launcher.store_dirs(config):
+                shutil.rmtree(store_dir, ignore_errors=True)
             # New stores, new login secret: no token of a deleted user stays valid.
             (self.data_dir / launcher.SECRET_FILE).unlink(missing_ok=True)
         config = config.with_worker_cpus()
@@ -200,13 +200,17 @@ class LocalStack:
             tracing=tracing,
             trace_sample_ratio=config.trace_sample_ratio if tracing else None,
             durability=store_durability(self._mongodb_binary(), cpus=config.cpu_count),
+            store_layout=config.store_layout,
+            store_instances={
+                instance.name: [spec.name for spec in registry.services_of(instance, config.layout)]
+                for instance in config.store_instances()},
         )
 
     def _mongodb_binary(self) -> str | None:
         """The MongoDB-wire server's program the running stack started (None: not known)."""
         state = self.state()
         components = state.components if state is not None else []
-        mongodb = next((c for c in components if c.name == "mongodb"), None)
+        mongodb = next((c for c in components if c.name.endswith("mongodb")), None)
         return mongodb.argv[0] if mongodb is not None and mongodb.argv else None
 
     def sampler(self, interval_s: float = 1.0) -> ResourceSampler | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -65,6 +66,18 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """The first of ``count`` consecutive ports free right now (a stack's store instances
+    take consecutive ports), below Linux's ephemeral range (32768 up), where an outgoing
+    connection could take one between this check and the server's start. Tried from a
+    random point, so that stacks started at the same time rarely pick the same."""
+    first = 20000 + 16 * secrets.randbelow(700)
+    for start in [*range(first, 32768 - count, 16), *range(20000, first, 16)]:
+        if not any(port_open(host, port) for port in range(start, start + count)):
+            return start
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def port_open(host: str, port: int) -> bool:

@@ -14,6 +14,7 @@ import yaml
 
 from socialbench import registry
 from socialbench.deploy import compose, stack
+from socialbench.registry import StoreLayout
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.servers import FERRETDB_GOGC, FERRETDB_SQLITE_PRAGMAS
 
@@ -64,6 +65,18 @@ def test_docker_compose_accepts_the_file() -> None:
     assert resolved["compose-post"]["command"][-1] == "1"
 
 
+def test_docker_compose_accepts_the_per_service_file() -> None:
+    path = stack.COMPOSE_DIR / compose.COMPOSE_FILES[StoreLayout.PER_SERVICE]
+    out = subprocess.run([docker_compose(), "-f", str(path), "config"],
+                         env=compose_env(**{stack.SECRET_ENV: SECRET}), capture_output=True,
+                         text=True, check=False, timeout=60)
+    assert out.returncode == 0, out.stderr
+    resolved = yaml.safe_load(out.stdout)["services"]
+    env = resolved["post-storage"]["environment"]
+    assert env["SOCIALBENCH_MONGODB_URL"] == "mongodb://post-storage-mongodb:27017"
+    assert env[registry.get("user").url_env] == stack.service_url(registry.get("user"))
+
+
 def test_compose_refuses_to_start_without_a_login_secret() -> None:
     out = subprocess.run([docker_compose(), "-f", str(COMPOSE_FILE), "config", "-q"],
                          env=compose_env(), capture_output=True, text=True, check=False,
@@ -106,19 +119,51 @@ def test_every_service_runs_from_the_image_on_its_registry_port(services: dict[s
         assert service["image"] == compose.IMAGE
 
 
-def test_services_get_the_launchers_environment_names(services: dict[str, Any]) -> None:
-    launcher_names = set(StackConfig().service_env()) - {"SOCIALBENCH_NEIGHBOUR_HOST"}
-    env = env_file()
-    assert set(env) == launcher_names
-    for value in env.values():
-        host = re.sub(r"^\w+://", "", value).split(":")[0]
-        assert host in services, f"{value} names no compose service"
+@pytest.mark.parametrize("layout", list(StoreLayout))
+def test_services_get_the_launchers_environment_names(layout: StoreLayout) -> None:
+    data = yaml.safe_load((stack.COMPOSE_DIR / compose.COMPOSE_FILES[layout]).read_text())
+    services = data["services"]
+    config = StackConfig(store_layout=layout.value)
+    for spec in registry.SERVICES:
+        launcher_env = config.service_env(spec)
+        environment = services[spec.name]["environment"]
+        env = env_file() | {name: value for name, value in environment.items()
+                            if name in launcher_env}
+        assert set(env) == set(launcher_env) - {"SOCIALBENCH_NEIGHBOUR_HOST"}, spec.name
+        for value in env.values():
+            host = re.sub(r"^\w+://", "", value).split(":")[0]
+            assert host in services, f"{value} names no compose service"
+        # The same instance as the launcher's: the same store server, by name and port.
+        for store in spec.stores:
+            instance = registry.store_instance(spec, store, layout)
+            name = stack.STORE_BY_NAME[store.value].env_name
+            assert env[name] == stack.store_address(instance)
+            assert launcher_env[name].rsplit(":", 1)[-1].split("/")[0] == str(
+                config.instance_ports(instance)[0])
+
+
+def test_the_per_service_layout_runs_the_originals_instances() -> None:
+    data = yaml.safe_load(
+        (stack.COMPOSE_DIR / compose.COMPOSE_FILES[StoreLayout.PER_SERVICE]).read_text())
+    stores = {name for name, service in data["services"].items()
+              if "SOCIALBENCH_IMAGE" not in service["image"] and name not in ("nginx", "jaeger")}
+    assert stores == {
+        "url-shorten-mongodb", "user-mongodb", "media-mongodb", "social-graph-mongodb",
+        "post-storage-mongodb", "user-timeline-mongodb",
+        "social-graph-redis", "user-timeline-redis", "home-timeline-redis",
+        "user-memcached", "post-storage-memcached"}
+    # user-mention reads user's collection and cache, as the original's.
+    mention = data["services"]["user-mention"]["environment"]
+    assert mention["SOCIALBENCH_MONGODB_URL"] == "mongodb://user-mongodb:27017"
+    assert mention["SOCIALBENCH_MEMCACHED_ADDRESS"] == "user-memcached:11211"
+    assert set(data["volumes"]) == {f"{name}-data" for name in stores
+                                    if not name.endswith("memcached")}
 
 
 def test_tracing_is_off_unless_the_caller_sets_an_endpoint(services: dict[str, Any]) -> None:
     for spec in registry.SERVICES:
         environment = services[spec.name]["environment"]
-        assert environment == {
+        assert environment == stack.store_env(spec, StoreLayout.SHARED) | {
             "SOCIALBENCH_TRACING_ENDPOINT": "${SOCIALBENCH_TRACING_ENDPOINT:-}",
             "SOCIALBENCH_TRACING_SAMPLE_RATIO": "${SOCIALBENCH_TRACING_SAMPLE_RATIO:-0.01}",
             stack.SECRET_ENV: compose.SECRET_VALUE,
@@ -126,10 +171,14 @@ def test_tracing_is_off_unless_the_caller_sets_an_endpoint(services: dict[str, A
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
 
 
-def test_start_order_follows_stores_and_neighbours(services: dict[str, Any]) -> None:
+@pytest.mark.parametrize("layout", list(StoreLayout))
+def test_start_order_follows_stores_and_neighbours(layout: StoreLayout) -> None:
+    data = yaml.safe_load((stack.COMPOSE_DIR / compose.COMPOSE_FILES[layout]).read_text())
+    services = data["services"]
     for spec in registry.SERVICES:
         depends_on = services[spec.name].get("depends_on", {})
-        assert {store.value for store in spec.stores} <= set(depends_on)
+        assert {registry.store_instance(spec, store, layout).name
+                for store in spec.stores} <= set(depends_on)
         assert all(dep in services for dep in depends_on)
         assert all(c == {"condition": "service_healthy"} for c in depends_on.values())
     nginx = services[stack.GATEWAY_HOST]["depends_on"]

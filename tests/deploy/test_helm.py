@@ -14,6 +14,7 @@ import yaml
 
 from socialbench import registry
 from socialbench.deploy import stack
+from socialbench.registry import Store, StoreLayout
 from socialbench.stack.launcher import StackConfig
 
 Manifests = list[dict[str, Any]]
@@ -77,15 +78,42 @@ def test_every_registry_service_is_a_deployment_and_a_service(render: Render) ->
         assert selector.items() <= labels.items()
 
 
-def test_services_get_the_launchers_environment_names(render: Render) -> None:
-    launcher_names = set(StackConfig().service_env()) - {"SOCIALBENCH_NEIGHBOUR_HOST"}
-    deployments = by_kind(render(), "Deployment")
+@pytest.mark.parametrize("layout", list(StoreLayout))
+def test_services_get_the_launchers_environment_names(render: Render,
+                                                      layout: StoreLayout) -> None:
+    config = StackConfig(store_layout=layout.value)
+    manifests = render("--set", f"stores.layout={layout.value}")
+    deployments = by_kind(manifests, "Deployment")
+    store_services = set(by_kind(manifests, "StatefulSet"))
     for spec in registry.SERVICES:
         env = env_of(pod_spec(deployments[spec.name])["containers"][0])
-        assert set(env) == launcher_names, spec.name
-        assert env == stack.service_env()
+        assert set(env) == set(config.service_env(spec)) - {"SOCIALBENCH_NEIGHBOUR_HOST"}
+        assert env == stack.neighbour_env() | stack.store_env(spec, layout)
         for neighbour in map(registry.get, spec.neighbours):
             assert env[neighbour.url_env] == stack.service_url(neighbour)
+        for store in spec.stores:
+            assert registry.store_instance(spec, store, layout).name in store_services
+
+
+def test_the_per_service_layout_runs_an_instance_per_service(render: Render) -> None:
+    manifests = render("--set", "stores.layout=per-service")
+    statefulsets = by_kind(manifests, "StatefulSet")
+    instances = registry.store_instances(StoreLayout.PER_SERVICE)
+    assert set(statefulsets) == {instance.name for instance in instances}
+    assert set(by_kind(manifests, "Service")) >= set(statefulsets)
+    for instance in instances:
+        store = stack.STORE_BY_NAME[instance.store.value]
+        container = pod_spec(statefulsets[instance.name])["containers"][0]
+        assert container["image"] == store.image
+        assert container["args"] == list(store.command)
+        # Port names are at most 15 characters: the store's, not the instance's.
+        assert [port["name"] for port in container["ports"]] == [instance.store.value]
+
+
+def test_an_unknown_layout_is_refused(helm: str) -> None:
+    out = template(helm, "--set", "stores.layout=sharded")
+    assert out.returncode != 0
+    assert "stores.layout" in out.stderr and "per-service" in out.stderr
 
 
 @pytest.mark.parametrize("extra", [(), ALL_ON], ids=["default", "load-and-locust"])
@@ -156,9 +184,10 @@ def test_an_external_store_replaces_its_statefulset(render: Render) -> None:
                        "--set", f"stores.mongodb.external={url}")
     assert "mongodb" not in by_kind(manifests, "StatefulSet")
     assert "mongodb" not in by_kind(manifests, "Service")
-    for name in (spec.name for spec in registry.SERVICES):
-        env = env_of(pod_spec(by_kind(manifests, "Deployment")[name])["containers"][0])
-        assert env["SOCIALBENCH_MONGODB_URL"] == url
+    for spec in registry.SERVICES:
+        env = env_of(pod_spec(by_kind(manifests, "Deployment")[spec.name])["containers"][0])
+        assert env.get("SOCIALBENCH_MONGODB_URL") == (url if Store.MONGODB in spec.stores
+                                                      else None)
 
 
 def test_pinning_the_architecture_reaches_every_pod(render: Render) -> None:

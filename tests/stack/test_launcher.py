@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from socialbench import registry
-from socialbench.runtime.settings import JWT_SECRET_ENV, Settings
+from socialbench.registry import Store, StoreLayout
+from socialbench.runtime.settings import JWT_SECRET_ENV, STORE_SETTINGS, Settings
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
@@ -218,7 +219,7 @@ def test_serve_refuses_to_start_without_a_secret() -> None:
 def test_services_start_together_after_the_stores_and_before_nginx(tmp_path: Path) -> None:
     batches = launcher.start_batches(launcher.plan(StackConfig(data_dir=tmp_path)))
     names = [[c.name for c in batch] for batch in batches]
-    assert names[:3] == [["redis"], ["memcached"], ["mongodb"]]
+    assert names[:3] == [["mongodb"], ["redis"], ["memcached"]]
     assert sorted(names[3]) == sorted(s.name for s in registry.SERVICES)
     assert names[4:] == [["nginx"]]
 
@@ -232,11 +233,13 @@ def test_a_memcached_pool_is_started_on_consecutive_ports_and_given_to_the_servi
     assert [(c.name, c.port) for c in memcached] == [
         ("memcached-1", 12000), ("memcached-2", 12001), ("memcached-3", 12002)]
     assert all(str(c.port) in c.argv for c in memcached)
-    address = config.service_env()["SOCIALBENCH_MEMCACHED_ADDRESS"]
+    address = config.service_env(registry.get("post-storage"))["SOCIALBENCH_MEMCACHED_ADDRESS"]
     assert Settings(memcached_address=address).memcached_servers == [
         ("127.0.0.1", 12000), ("127.0.0.1", 12001), ("127.0.0.1", 12002)]
-    services = [c for c in components if c.kind == "service"]
-    assert all(c.env["SOCIALBENCH_MEMCACHED_ADDRESS"] == address for c in services)
+    cached = [c for c in components if c.kind == "service"
+              and Store.MEMCACHED in registry.get(c.name).stores]
+    assert len(cached) == 3
+    assert all(c.env["SOCIALBENCH_MEMCACHED_ADDRESS"] == address for c in cached)
     (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
     record = LocalStack(tmp_path).record(config.url)
     assert record is not None and record.memcached_servers == 3
@@ -246,7 +249,8 @@ def test_one_memcached_keeps_its_name_and_address(tmp_path: Path) -> None:
     config = StackConfig(data_dir=tmp_path, memcached_port=12000)
     assert [c.name for c in launcher.plan(config) if c.name.startswith("memcached")] == [
         "memcached"]
-    assert config.service_env()["SOCIALBENCH_MEMCACHED_ADDRESS"] == "127.0.0.1:12000"
+    assert config.service_env(registry.get("user"))[
+        "SOCIALBENCH_MEMCACHED_ADDRESS"] == "127.0.0.1:12000"
     record = LocalStack(tmp_path).record(config.url)
     assert record is not None and record.memcached_servers == 1
 
@@ -301,3 +305,49 @@ def test_a_config_written_before_counts_came_from_the_cpus_still_loads(tmp_path:
     old = json.loads(config.to_json()) | {"default_workers": 1}
     assert StackConfig.from_json(json.dumps(old)).service_workers() == {
         s.name: 1 for s in registry.SERVICES}
+
+
+def test_the_per_service_layout_gives_each_service_its_own_instances(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, store_layout="per-service", mongodb_port=30000,
+                         redis_port=31000, memcached_port=32000, memcached_instances=2)
+    components = launcher.plan(config)
+    stores = {c.name: c for c in components if c.kind == "store"}
+    instances = registry.store_instances(StoreLayout.PER_SERVICE)
+    assert len(instances) == 11
+    # One process per MongoDB and Redis instance, a pool of two per memcached instance.
+    assert set(stores) == {
+        *(i.name for i in instances if i.store is not Store.MEMCACHED),
+        "user-memcached-1", "user-memcached-2",
+        "post-storage-memcached-1", "post-storage-memcached-2"}
+    ports = [c.port for c in stores.values()]
+    assert len(set(ports)) == len(ports)
+    # Each durable instance keeps its data in a directory of its own.
+    data_dirs = {c.argv[c.argv.index("--dir") + 1] for c in stores.values() if "--dir" in c.argv}
+    assert len(data_dirs) == 3
+    services = {c.name: c for c in components if c.kind == "service"}
+    for spec in registry.SERVICES:
+        env = services[spec.name].env
+        for store in Store:
+            name = f"SOCIALBENCH_{STORE_SETTINGS[store].upper()}"
+            if store not in spec.stores:
+                assert name not in env, (spec.name, store)
+                continue
+            owner = spec.store_owner or spec.name
+            own_ports = [c.port for n, c in stores.items() if n.startswith(f"{owner}-{store}")]
+            assert sorted(int(a.rsplit(":", 1)[1].split("/")[0]) for a in env[name].split(",")
+                          ) == sorted(own_ports), (spec.name, store)
+    # user-mention resolves names in user's instances.
+    assert (services["user-mention"].env["SOCIALBENCH_MONGODB_URL"]
+            == services["user"].env["SOCIALBENCH_MONGODB_URL"])
+    addresses = config.store_addresses()
+    assert {addresses.mongodb_of(name) for name in ("post-storage", "social-graph",
+                                                     "user-timeline")} == {
+        services[name].env["SOCIALBENCH_MONGODB_URL"]
+        for name in ("post-storage", "social-graph", "user-timeline")}
+    assert addresses.redis_of("home-timeline") != addresses.redis_of("user-timeline")
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+    record = LocalStack(tmp_path).record(config.url)
+    assert record is not None and record.store_layout == "per-service"
+    assert record.store_instances["user-mongodb"] == ["user-mention", "user"]
+    assert set(launcher.store_dirs(config)) == {tmp_path / i.name for i in instances
+                                                if i.store is not Store.MEMCACHED}

@@ -53,16 +53,23 @@ import re
 import secrets
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from socialbench import registry
+from socialbench.registry import ServiceSpec, Store
+
 # The services' Redis layout (services/user_timeline.py, home_timeline.py), written out
 # here so that reading a bundle does not import the services (a test keeps them equal).
 WHOLE = b"~whole"  # user-timeline's marker member: this ZSET holds the whole timeline
 ALL_WHOLE = "user-timeline:whole"  # user-timeline's flag: Redis holds every timeline
+# The services whose stores the check reads (its databases: "post", "social-graph",
+# "user-timeline"; Redis: the user timelines' cache and the home timelines).
+CHECKED_MONGODB = ("post-storage", "social-graph", "user-timeline")
+CHECKED_REDIS = ("user-timeline", "home-timeline")
 DEFAULT_LIMIT = 10  # examples kept per kind of problem
 DEFAULT_FOLLOW_SLACK_MS = 60_000
 DEFAULT_HOME_ENTRIES = 4_000_000  # home-timeline entries a sampled check reads, about
@@ -96,10 +103,33 @@ TOLERATED = frozenset({DANGLING_USER_TIMELINE, DANGLING_HOME, ORPHAN_POST})
 
 
 class StoreAddresses(BaseModel):
-    """Where the social network keeps its data (the CLI knows the local stack's)."""
+    """Where the social network keeps the data the check reads (the CLI knows the local
+    stack's): the MongoDB of post-storage, social-graph and user-timeline, the Redis of
+    user-timeline and home-timeline. One of each (``mongodb_url``, ``redis_url``) in the
+    shared layout; a service's own instance, by service name, in ``mongodb_urls`` and
+    ``redis_urls`` (the per-service layout).
+    """
 
     mongodb_url: str
     redis_url: str
+    mongodb_urls: dict[str, str] = Field(default_factory=dict)
+    redis_urls: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def of_services(cls, address_of: Callable[[ServiceSpec, Store], str]) -> StoreAddresses:
+        """The addresses ``address_of(service, store)`` gives the services the check reads."""
+        mongodb = {name: address_of(registry.get(name), Store.MONGODB) for name in CHECKED_MONGODB}
+        redis = {name: address_of(registry.get(name), Store.REDIS) for name in CHECKED_REDIS}
+        mongodb_url, redis_url = mongodb["post-storage"], redis["home-timeline"]
+        return cls(mongodb_url=mongodb_url, redis_url=redis_url,
+                   mongodb_urls={n: url for n, url in mongodb.items() if url != mongodb_url},
+                   redis_urls={n: url for n, url in redis.items() if url != redis_url})
+
+    def mongodb_of(self, service: str) -> str:
+        return self.mongodb_urls.get(service, self.mongodb_url)
+
+    def redis_of(self, service: str) -> str:
+        return self.redis_urls.get(service, self.redis_url)
 
 
 @dataclass(frozen=True)
@@ -263,13 +293,20 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
     import redis
 
     timeout_ms = int(timeout_s * 1000)
-    mongo: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-        stores.mongodb_url, serverSelectionTimeoutMS=timeout_ms,
-        connectTimeoutMS=timeout_ms, socketTimeoutMS=max(timeout_ms, 600_000))
+    mongo_clients: dict[str, pymongo.MongoClient[dict[str, Any]]] = {}
+
+    def mongo(service: str) -> pymongo.MongoClient[dict[str, Any]]:
+        url = stores.mongodb_of(service)
+        if url not in mongo_clients:
+            mongo_clients[url] = pymongo.MongoClient(
+                url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
+                socketTimeoutMS=max(timeout_ms, 600_000))
+        return mongo_clients[url]
+
     try:
         posts: list[dict[str, Any]] = []
         post_facts: list[PostFacts] = []
-        for post in mongo["post"]["post"].find(
+        for post in mongo("post-storage")["post"]["post"].find(
                 {}, {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
                      "user_mentions": 1, "timestamp": 1}, batch_size=10_000):
             facts = read_post(post) if compact else None
@@ -277,36 +314,45 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
                 posts.append(post)
             else:
                 post_facts.append(facts)
-        edges = list(mongo["social-graph"]["social-graph"].find(
+        graph = mongo("social-graph")["social-graph"]
+        edges = list(graph["social-graph"].find(
             {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1},
             batch_size=10_000))
-        ended_follows = list(mongo["social-graph"]["ended-follows"].find(
+        ended_follows = list(graph["ended-follows"].find(
             {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "followed_at": 1,
                  "unfollowed_at": 1}, batch_size=10_000))
-        user_entries = list(mongo["user-timeline"]["user-timeline"].find(
+        user_entries = list(mongo("user-timeline")["user-timeline"]["user-timeline"].find(
             {}, {"_id": 0, "user_id": 1, "post_id": 1, "timestamp": 1}, batch_size=10_000))
     finally:
-        mongo.close()
-    client = redis.Redis.from_url(stores.redis_url, socket_timeout=timeout_s,
-                                  socket_connect_timeout=timeout_s)
+        for client in mongo_clients.values():
+            client.close()
+    home = redis.Redis.from_url(stores.redis_of("home-timeline"), socket_timeout=timeout_s,
+                                socket_connect_timeout=timeout_s)
+    timelines = (home if stores.redis_of("user-timeline") == stores.redis_of("home-timeline")
+                 else redis.Redis.from_url(stores.redis_of("user-timeline"),
+                                           socket_timeout=timeout_s,
+                                           socket_connect_timeout=timeout_s))
     snapshot = Snapshot(posts, edges, user_entries, {}, {}, False, ended_follows,
                         post_facts=post_facts)
     try:
-        snapshot.all_whole = bool(client.exists(ALL_WHOLE))
+        snapshot.all_whole = bool(timelines.exists(ALL_WHOLE))
         if users is None:
-            home_users, timeline_users = _timeline_keys(client)
+            home_users, timeline_users = _timeline_keys(home)
+            if timelines is not home:
+                home_users, timeline_users = home_users, _timeline_keys(timelines)[1]
             if sampling is not None:
-                snapshot.sample = _sample(client, snapshot, home_users, timeline_users,
+                snapshot.sample = _sample(home, snapshot, home_users, timeline_users,
                                           sampling)
                 if snapshot.sample is not None:
                     users = set(snapshot.sample.users)
         if users is not None:
             home_users = timeline_users = set(users)
-        snapshot.home_zsets = _zsets(client, {user: home_timeline_key(user)
-                                              for user in home_users})
-        snapshot.user_zsets = _zsets(client, {user: str(user) for user in timeline_users})
+        snapshot.home_zsets = _zsets(home, {user: home_timeline_key(user)
+                                            for user in home_users})
+        snapshot.user_zsets = _zsets(timelines, {user: str(user) for user in timeline_users})
     finally:
-        client.close()
+        home.close()
+        timelines.close()
     return snapshot
 
 

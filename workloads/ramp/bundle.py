@@ -122,6 +122,13 @@ class StackRecord(Strict):
         default_factory=dict,
         description="What each store keeps over a restart, by store: Redis appendonly and "
                     "appendfsync, the MongoDB-wire server's journal settings, memcached none.")
+    store_layout: str | None = Field(
+        default=None, description="shared (one instance of each store for every service) "
+                                  "or per-service (as the original: up --stores); None: an "
+                                  "older bundle (shared).")
+    store_instances: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Every store instance that ran, with the services that used it.")
 
     def service_workers(self) -> dict[str, int]:
         """Worker processes of every service, older bundles' default filled in."""

@@ -29,14 +29,28 @@ app.kubernetes.io/name: {{ .name }}
 {{- $image.pullPolicy -}}
 {{- end }}
 
-{{/* Where services reach store NAME: its StatefulSet, or the external address. */}}
+{{/* stores.layout, checked: shared or per-service. */}}
+{{- define "socialnetwork.storeLayout" -}}
+{{- $registry := include "socialnetwork.registry" . | fromYaml -}}
+{{- $layout := .Values.stores.layout | default "shared" -}}
+{{- if not (hasKey $registry.layouts $layout) -}}
+{{- fail (printf "stores.layout: %q is not one of %s" $layout (keys $registry.layouts | sortAlpha | join ", ")) -}}
+{{- end -}}
+{{- $layout -}}
+{{- end }}
+
+{{/*
+Where services reach the instance INSTANCE of store STORE: its StatefulSet's Service, or
+stores.STORE.external (then every instance of that store is the one external server);
+call with (dict "root" $ "store" STORE "instance" INSTANCE).
+*/}}
 {{- define "socialnetwork.storeAddress" -}}
 {{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
-{{- $values := get .root.Values.stores .name -}}
+{{- $values := get .root.Values.stores .store -}}
 {{- if $values.enabled -}}
-{{- (get $registry.stores .name).address -}}
+{{- printf (get $registry.stores .store).addressFormat .instance -}}
 {{- else -}}
-{{- required (printf "stores.%s.external is required when stores.%s.enabled is false" .name .name) $values.external -}}
+{{- required (printf "stores.%s.external is required when stores.%s.enabled is false" .store .store) $values.external -}}
 {{- end -}}
 {{- end }}
 
@@ -53,13 +67,17 @@ jwt-secret
 {{- end -}}
 {{- end }}
 
-{{/* The environment every service gets: stores, neighbours (the local launcher's names) and the login secret. */}}
+{{/*
+The environment of a service: its stores' instances, the neighbours (the local launcher's
+names) and the login secret; call with (dict "root" $ "spec" SERVICE-OF-THE-REGISTRY).
+*/}}
 {{- define "socialnetwork.serviceEnv" -}}
-{{- $root := . -}}
-{{- $registry := include "socialnetwork.registry" . | fromYaml -}}
-{{- range $name, $store := $registry.stores }}
-- name: {{ $store.env }}
-  value: {{ include "socialnetwork.storeAddress" (dict "root" $root "name" $name) | quote }}
+{{- $root := .root -}}
+{{- $registry := include "socialnetwork.registry" $root | fromYaml -}}
+{{- $instances := get .spec.instances (include "socialnetwork.storeLayout" $root) -}}
+{{- range $store := .spec.stores }}
+- name: {{ (get $registry.stores $store).env }}
+  value: {{ include "socialnetwork.storeAddress" (dict "root" $root "store" $store "instance" (get $instances $store)) | quote }}
 {{- end }}
 {{- range $registry.services }}
 - name: {{ .urlEnv }}
@@ -68,9 +86,9 @@ jwt-secret
 - name: {{ $registry.secretEnv }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "socialnetwork.loginSecretName" . }}
-      key: {{ include "socialnetwork.loginSecretKey" . }}
-{{- with .Values.tracing }}
+      name: {{ include "socialnetwork.loginSecretName" $root }}
+      key: {{ include "socialnetwork.loginSecretKey" $root }}
+{{- with $root.Values.tracing }}
 {{- if .endpoint }}
 - name: SOCIALBENCH_TRACING_ENDPOINT
   value: {{ .endpoint | quote }}

@@ -1,0 +1,88 @@
+"""The stack on the original's store layout (``up --stores per-service``): seeded, loaded
+and checked, with each service's data in its own instances. A stack of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pymongo
+import pytest
+import redis
+
+from socialbench import registry
+from socialbench.registry import Store, StoreLayout
+from socialbench.stack import launcher
+from socialbench.stack.servers import free_ports
+from tests.conftest import store_options
+from tests.support import socialbench
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+USERS = 40
+
+
+@pytest.fixture(scope="module")
+def per_service_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    data_dir = tmp_path_factory.mktemp("per-service")
+    port, media = free_ports(2)
+    up = socialbench("up", "--data-dir", str(data_dir), "--port", str(port),
+                     "--media-port", str(media), *store_options("per-service"),
+                     "--service-port-offset", str(launcher.free_service_offset()),
+                     "--nginx-workers", "1", "--default-workers", "1")
+    try:
+        assert up.returncode == 0, f"{up.stdout}\n{up.stderr}"
+        yield data_dir
+    finally:
+        state = launcher.StackState.read(data_dir)
+        down = socialbench("down", "--data-dir", str(data_dir))
+        assert down.returncode == 0, down.stderr
+        if state is not None:
+            left = [c.name for c in state.components if launcher.pid_alive(c.pid)]
+            assert not left, f"processes left running after down: {left}"
+
+
+def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Path) -> None:
+    config = launcher.StackConfig.from_json(
+        (per_service_stack / launcher.CONFIG_FILE).read_text())
+    state = launcher.StackState.read(per_service_stack)
+    assert state is not None
+    stores = {c.name for c in state.components if c.kind == "store"}
+    assert stores == {i.name for i in registry.store_instances(StoreLayout.PER_SERVICE)}
+
+    seed = socialbench("seed", "--url", config.url, "--graph", f"synthetic:{USERS}:4",
+                       "--posts-per-user", "2", "--seed", "3", "--concurrency", "4")
+    assert seed.returncode == 0, f"{seed.stdout}\n{seed.stderr}"
+    load = socialbench("load", config.url, "--workload", "mixed", "--rate", "40",
+                       "--duration", "8s", "--users", str(USERS), "--processes", "1",
+                       "--seed", "5", "--max-errors", "0", "--quiet")
+    assert load.returncode == 0, f"{load.stdout}\n{load.stderr}"
+
+    check = socialbench("check", "--data-dir", str(per_service_stack))
+    assert check.returncode == 0, f"{check.stdout}\n{check.stderr}"
+    assert "Check passed" in check.stdout
+
+    # Each service's data is in its own instances and nowhere else.
+    def mongodb(owner: str) -> pymongo.MongoClient[dict[str, object]]:
+        spec = registry.get(owner)
+        return pymongo.MongoClient(config.store_address(spec, Store.MONGODB),
+                                   serverSelectionTimeoutMS=5000)
+
+    databases = {owner: set(mongodb(owner).list_database_names()) - {"admin", "local", "config"}
+                 for owner in ("user", "social-graph", "post-storage", "user-timeline",
+                               "url-shorten")}
+    assert databases["post-storage"] == {"post"}
+    assert databases["user"] == {"user"}
+    assert databases["social-graph"] == {"social-graph"}
+    assert databases["user-timeline"] == {"user-timeline"}
+    assert "post" not in databases["url-shorten"]
+
+    def redis_keys(owner: str) -> list[bytes]:
+        url = config.store_address(registry.get(owner), Store.REDIS)
+        with redis.Redis.from_url(url) as client:
+            return list(client.scan_iter(count=1000))
+
+    home = redis_keys("home-timeline")
+    assert home and all(key.endswith(b":home-timeline") for key in home)
+    assert not any(key.endswith(b":home-timeline") for key in redis_keys("user-timeline"))
+    assert not any(key.endswith(b":home-timeline") for key in redis_keys("social-graph"))
