@@ -411,3 +411,67 @@ def test_the_tuned_values_set_requests_limits_and_replicas_per_service(render: R
                               * workload["spec"]["replicas"])
     # The file's own account of what it asks for.
     assert f"({requested:g} CPUs requested)" in tuned_file.read_text()
+
+
+def store_env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every variable of ``container`` as its whole entry (value or valueFrom)."""
+    return {item["name"]: item for item in container.get("env", [])}
+
+
+def test_store_passwords_come_from_secrets_spliced_into_the_urls(render: Render) -> None:
+    manifests = render("--set", "stores.redis.auth.enabled=true",
+                       "--set", "stores.mongodb.auth.enabled=true")
+    secrets = by_kind(manifests, "Secret")
+    passwords = {store: base64.b64decode(secrets[f"sn-{store}-password"]["data"]["password"])
+                 for store in ("redis", "mongodb")}
+    assert all(len(p) == 32 and p.isalnum() for p in passwords.values())
+    deployments = by_kind(manifests, "Deployment")
+    for spec in registry.SERVICES:
+        env = store_env(pod_spec(deployments[spec.name])["containers"][0])
+        names = list(env)
+        for store, variable, url in (
+                (Store.REDIS, "SOCIALBENCH_REDIS_URL", "redis://:$(REDIS_PASSWORD)@redis:6379/0"),
+                (Store.MONGODB, "SOCIALBENCH_MONGODB_URL",
+                 "mongodb://root:$(MONGODB_PASSWORD)@mongodb:27017")):
+            password = f"{store.value.upper()}_PASSWORD"
+            if store not in spec.stores:
+                assert password not in env and variable not in env
+                continue
+            assert env[password]["valueFrom"]["secretKeyRef"] == {
+                "name": f"sn-{store.value}-password", "key": "password"}
+            assert env[variable]["value"] == url
+            # Kubernetes expands $(VAR) only from variables defined before it.
+            assert names.index(password) < names.index(variable)
+    statefulsets = by_kind(manifests, "StatefulSet")
+    redis = pod_spec(statefulsets["redis"])["containers"][0]
+    assert redis["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    assert {item["name"] for item in redis["env"]} == {"REDIS_PASSWORD", "REDISCLI_AUTH"}
+    mongodb = store_env(pod_spec(statefulsets["mongodb"])["containers"][0])
+    assert mongodb["MONGO_INITDB_ROOT_USERNAME"]["value"] == "root"
+    assert "secretKeyRef" in mongodb["MONGO_INITDB_ROOT_PASSWORD"]["valueFrom"]
+    # No password anywhere in plain text but the Secrets'.
+    text = yaml.safe_dump([m for m in manifests if m["kind"] != "Secret"])
+    assert not any(p.decode() in text for p in passwords.values())
+
+
+def test_without_auth_no_store_password_is_made(render: Render) -> None:
+    assert set(by_kind(render(), "Secret")) == {"sn-login-secret"}
+
+
+def test_an_external_store_url_can_come_from_a_secret(render: Render) -> None:
+    manifests = render("--set", "stores.mongodb.enabled=false",
+                       "--set", "stores.mongodb.externalSecret.name=managed-mongo")
+    assert "mongodb" not in by_kind(manifests, "StatefulSet")
+    container = pod_spec(by_kind(manifests, "Deployment")["post-storage"])["containers"][0]
+    assert store_env(container)["SOCIALBENCH_MONGODB_URL"]["valueFrom"] == {
+        "secretKeyRef": {"name": "managed-mongo", "key": "url"}}
+
+
+def test_a_memcached_pool_is_a_headless_statefulset_of_replicas(render: Render) -> None:
+    manifests = render("--set", "stores.memcached.replicas=3")
+    memcached = by_kind(manifests, "StatefulSet")["memcached"]
+    assert memcached["spec"]["replicas"] == 3
+    assert by_kind(manifests, "Service")["memcached"]["spec"]["clusterIP"] == "None"
+    container = pod_spec(by_kind(manifests, "Deployment")["user"])["containers"][0]
+    address = env_of(container)["SOCIALBENCH_MEMCACHED_ADDRESS"]
+    assert address == ",".join(f"memcached-{n}.memcached:11211" for n in range(3))

@@ -40,18 +40,64 @@ app.kubernetes.io/name: {{ .name }}
 {{- end }}
 
 {{/*
-Where services reach the instance INSTANCE of store STORE: its StatefulSet's Service, or
+Where services reach the instance INSTANCE of store STORE: its StatefulSet's Service (a
+memcached of stores.memcached.replicas pods: each pod, comma-separated), or
 stores.STORE.external (then every instance of that store is the one external server);
 call with (dict "root" $ "store" STORE "instance" INSTANCE).
 */}}
 {{- define "socialnetwork.storeAddress" -}}
 {{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
 {{- $values := get .root.Values.stores .store -}}
-{{- if $values.enabled -}}
-{{- printf (get $registry.stores .store).addressFormat .instance -}}
-{{- else -}}
-{{- required (printf "stores.%s.external is required when stores.%s.enabled is false" .store .store) $values.external -}}
+{{- $format := (get $registry.stores .store).addressFormat -}}
+{{- if not $values.enabled -}}
+{{- required (printf "stores.%s.external (or externalSecret.name) is required when stores.%s.enabled is false" .store .store) $values.external -}}
+{{- else if and (eq .store "memcached") (gt (int $values.replicas) 1) -}}
+{{- $hosts := list -}}
+{{- range $i := until (int $values.replicas) -}}
+{{- $hosts = append $hosts (printf $format (printf "%s-%d.%s" $.instance $i $.instance)) -}}
 {{- end -}}
+{{- join "," $hosts -}}
+{{- else -}}
+{{- printf $format .instance -}}
+{{- end -}}
+{{- end }}
+
+{{/* The Secret and key of store STORE's password; call with (dict "root" $ "store" STORE). */}}
+{{- define "socialnetwork.storePasswordSecret" -}}
+{{- $auth := (get .root.Values.stores .store).auth -}}
+{{- $auth.existingSecret | default (printf "%s-%s-password" .root.Release.Name .store) -}}
+{{- end }}
+
+{{/*
+The environment items that point a service at its instance of store STORE: the address,
+or the external server's URL from externalSecret, or, with auth on the chart's own store,
+the password from its Secret spliced into the URL ($(VAR) is expanded by Kubernetes);
+call with (dict "root" $ "store" STORE "instance" INSTANCE).
+*/}}
+{{- define "socialnetwork.storeEnv" -}}
+{{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
+{{- $values := get .root.Values.stores .store -}}
+{{- $env := (get $registry.stores .store).env -}}
+{{- $auth := $values.auth | default dict -}}
+{{- if and (not $values.enabled) $values.externalSecret $values.externalSecret.name }}
+- name: {{ $env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $values.externalSecret.name }}
+      key: {{ $values.externalSecret.key | default "url" }}
+{{- else if and $values.enabled $auth.enabled }}
+{{- $variable := printf "%s_PASSWORD" (upper .store) }}
+- name: {{ $variable }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "socialnetwork.storePasswordSecret" . }}
+      key: {{ $auth.existingSecretKey | default "password" }}
+- name: {{ $env }}
+  value: {{ replace "://" (printf "://%s:$(%s)@" ($auth.username | default "") $variable) (include "socialnetwork.storeAddress" .) | quote }}
+{{- else }}
+- name: {{ $env }}
+  value: {{ include "socialnetwork.storeAddress" . | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The Secret holding the login-token secret: the chart's own, or loginSecret.existingSecret. */}}
@@ -76,8 +122,7 @@ names) and the login secret; call with (dict "root" $ "spec" SERVICE-OF-THE-REGI
 {{- $registry := include "socialnetwork.registry" $root | fromYaml -}}
 {{- $instances := get .spec.instances (include "socialnetwork.storeLayout" $root) -}}
 {{- range $store := .spec.stores }}
-- name: {{ (get $registry.stores $store).env }}
-  value: {{ include "socialnetwork.storeAddress" (dict "root" $root "store" $store "instance" (get $instances $store)) | quote }}
+{{- include "socialnetwork.storeEnv" (dict "root" $root "store" $store "instance" (get $instances $store)) }}
 {{- end }}
 {{- range $registry.services }}
 - name: {{ .urlEnv }}
