@@ -50,6 +50,9 @@ def registry_data() -> dict[str, Any]:
                            for instance in registry.store_instances(layout)]
             for layout in StoreLayout
         },
+        # What the shard Job splits on an external mongos (stores.mongodb.sharding).
+        "sharding": [{"database": database, "collection": collection, "key": key}
+                     for database, collection, key in stack.SHARDED_COLLECTIONS],
         "stores": {
             store.name: {
                 "port": store.port,

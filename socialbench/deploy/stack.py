@@ -98,6 +98,16 @@ STORES: tuple[StoreDeployment, ...] = (
 STORE_BY_NAME = {store.name: store for store in STORES}
 
 
+# The collections a sharded MongoDB (mongos) splits, on a hashed key, as the original's
+# post-install hook: (database, collection, key). Each key has the services' unique index.
+SHARDED_COLLECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("post", "post", "post_id"),
+    ("user", "user", "user_id"),
+    ("media", "media", "media_id"),
+    ("url-shorten", "url-shorten", "shortened_url"),
+)
+
+
 def store_address(instance: StoreInstance) -> str:
     """Where services reach ``instance`` inside the stack's network (by its name)."""
     return STORE_BY_NAME[instance.store.value].address(instance.name)

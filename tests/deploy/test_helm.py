@@ -475,3 +475,24 @@ def test_a_memcached_pool_is_a_headless_statefulset_of_replicas(render: Render) 
     container = pod_spec(by_kind(manifests, "Deployment")["user"])["containers"][0]
     address = env_of(container)["SOCIALBENCH_MEMCACHED_ADDRESS"]
     assert address == ",".join(f"memcached-{n}.memcached:11211" for n in range(3))
+
+
+def test_an_external_mongos_gets_its_collections_sharded_on_hashed_keys(render: Render) -> None:
+    manifests = render("--set", "stores.mongodb.enabled=false",
+                       "--set", "stores.mongodb.externalSecret.name=mongos",
+                       "--set", "stores.mongodb.sharding.enabled=true")
+    job = by_kind(manifests, "Job")["shard-mongodb"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    container = pod_spec(job)["containers"][0]
+    assert container["image"] == stack.PINNED_IMAGES["mongodb"]  # its mongosh
+    script = container["args"][0]
+    for database, collection, key in stack.SHARDED_COLLECTIONS:
+        assert f'sh.shardCollection("{database}.{collection}", {{ "{key}": "hashed" }});' in script
+    # The services' URL, from the same Secret.
+    assert store_env(container)["SOCIALBENCH_MONGODB_URL"]["valueFrom"] == {
+        "secretKeyRef": {"name": "mongos", "key": "url"}}
+
+
+def test_sharding_the_charts_own_mongodb_is_refused(helm: str) -> None:
+    out = template(helm, "--set", "stores.mongodb.sharding.enabled=true")
+    assert out.returncode != 0 and "needs an external mongos" in out.stderr
