@@ -4,8 +4,10 @@ Redis only (as the original): the ZSET ``<user_id>:home-timeline`` (member post 
 score timestamp ms). The original's key was ``<user_id>``, in a Redis of its own; the
 suffix lets one Redis hold home timelines beside user-timeline's ``<user_id>`` ZSETs.
 A new post fans out to every follower of its author and every mentioned user, the
-author excluded, in one Redis command per ``FAN_OUT_BATCH`` recipients (a Lua script: one
-ZADD per recipient inside Redis, one reply), the batches one after the other. Redis runs
+author excluded, with the Redis client's ``each_key``: on one server (or a primary with
+replicas) one Lua script per ``EACH_KEY_BATCH`` (500) recipients (one ZADD per recipient
+inside Redis, one reply), the batches one after the other; on a Redis Cluster one
+pipeline per master of the recipients' slots (runtime/redis_cluster.py). Redis runs
 a script to its end before any other client's command: one script for a celebrity's
 10,000 followers held every other request's Redis command for its whole run. bench
 hot-users (10,000 followers, 2 posts/s, home reads at 100/s meanwhile; runs alternated on
@@ -43,13 +45,6 @@ def timeline_key(user_id: int) -> str:
     return f"{user_id}:home-timeline"
 
 
-FAN_OUT_BATCH = 500  # recipients per script run
-# KEYS: the recipients' timelines; ARGV: the command, then its arguments for each key.
-FAN_OUT = """
-for _, key in ipairs(KEYS) do redis.call(ARGV[1], key, unpack(ARGV, 2)) end
-return #KEYS
-"""
-
 
 class HomeTimelineService:
     """The service's logic: home timelines in Redis."""
@@ -58,7 +53,6 @@ class HomeTimelineService:
         self.redis = context.stores.require_redis()
         self.post_storage = context.rpc["post-storage"]
         self.social_graph = context.rpc["social-graph"]
-        self._fan_out = self.redis.script(FAN_OUT)
 
     async def setup(self) -> None:
         return None
@@ -76,10 +70,8 @@ class HomeTimelineService:
         await self._each_timeline(recipients, ["ZREM", post_id])
 
     async def _each_timeline(self, recipients: set[int], command: list[Arg]) -> None:
-        """``command`` on every recipient's home timeline, a batch of them per script run."""
-        keys = [timeline_key(recipient) for recipient in recipients]
-        for start in range(0, len(keys), FAN_OUT_BATCH):
-            await self._fan_out(keys[start:start + FAN_OUT_BATCH], command)
+        """``command`` on every recipient's home timeline."""
+        await self.redis.each_key([timeline_key(recipient) for recipient in recipients], command)
 
     async def _recipients(self, user_id: int, user_mentions_id: list[int]) -> set[int]:
         """Who gets a post of ``user_id``: its followers and mentions, not its author."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -14,12 +15,16 @@ from socialbench.stack import launcher
 from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
+    form_redis_cluster,
     free_port,
     free_port_block,
     free_ports,
     memcached_command,
     mongodb_command,
+    redis_cluster_commands,
     redis_command,
+    redis_replica_command,
+    wait_replicas_linked,
 )
 from tests.support import socialbench
 
@@ -38,6 +43,54 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCom
     """A real redis-server; yields its command (``.host``, ``.port``, ``.address``)."""
     data = tmp_path_factory.mktemp("redis")
     yield from _run(redis_command(free_port(), data), data)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerCommand]]:
+    """A real Redis Cluster of 3 masters (the first three) and a replica of each (the
+    others, in the masters' order), failed over 1 s after a master is lost."""
+    data = tmp_path_factory.mktemp("redis-cluster")
+    with redis_cluster_running(data, masters=3, replicas_per_master=1) as servers:
+        yield [server.command for server in servers]
+
+
+@contextmanager
+def redis_cluster_running(data: Path, *, masters: int,
+                          replicas_per_master: int) -> Iterator[list[ServerProcess]]:
+    """A Redis Cluster started on free ports and formed, for the block: its nodes'
+    processes, masters first; a master lost is failed over after 1 s."""
+    nodes = masters * (1 + replicas_per_master)
+    ports = free_ports(2 * nodes)
+    commands = redis_cluster_commands(ports[:nodes], data, bus_ports=ports[nodes:],
+                                      node_timeout_ms=1000)
+    with ExitStack() as stops:
+        servers = []
+        for command in commands:
+            server = ServerProcess(command, data / f"{command.name}.log")
+            stops.callback(server.stop)
+            servers.append(server)
+        for server in servers:
+            server.wait_ready()
+        form_redis_cluster([command.address for command in commands], replicas_per_master)
+        yield servers
+
+
+@pytest.fixture(scope="session")
+def redis_primary_and_replica(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ServerCommand, ServerCommand]]:
+    """A real redis-server and a replica of it, synced."""
+    data = tmp_path_factory.mktemp("redis-replicated")
+    primary_port, replica_port = free_ports(2)
+    primary = redis_command(primary_port, data / "primary")
+    replica = redis_replica_command(replica_port, data / "replica", primary.address)
+    with ExitStack() as servers:
+        for command in (primary, replica):
+            server = ServerProcess(command, data / f"{command.name}.log")
+            servers.callback(server.stop)
+            server.wait_ready()
+        wait_replicas_linked([replica.address])
+        yield primary, replica
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import Literal, Self
 
-from pydantic import Field, PrivateAttr, SecretStr, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from socialbench import registry
+from socialbench.runtime.redis_client import parse_redis_urls
 
 
 def _service_urls_from_env() -> dict[str, str]:
@@ -45,7 +47,18 @@ class Settings(BaseSettings):
 
     mongodb_url: str = "mongodb://127.0.0.1:27017"  # mongodb://host[:port]: one server
     mongodb_pool_size: int = 32
+    # Redis as it is deployed (runtime/redis_client.py; docs/stores.md):
+    # - standalone: redis_url is the one server;
+    # - replicated: redis_url is the primary (writes), redis_replica_urls its replicas
+    #   (reads), each write followed by WAIT for every replica, up to redis_wait_timeout_ms;
+    # - cluster: redis_url lists seed nodes of a Redis Cluster, comma-separated redis://
+    #   URLs (redis://10.0.0.1:7000,redis://10.0.0.2:7000), database 0; writes may wait for
+    #   redis_cluster_wait_replicas replicas (0: none).
+    redis_mode: Literal["standalone", "replicated", "cluster"] = "standalone"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_replica_urls: str = ""
+    redis_wait_timeout_ms: int = Field(default=500, ge=1)
+    redis_cluster_wait_replicas: int = Field(default=0, ge=0)
     # Connections at most, each pipelining (runtime/pipelining.py).
     redis_pool_size: int = 64
     # host:port, or a pool: host:port,host:port,... (runtime/memcached_pool.py).
@@ -116,6 +129,30 @@ class Settings(BaseSettings):
         """Base URL of service ``service``: its registry variable, else neighbour host and port."""
         spec = registry.get(service)
         return self._service_urls.get(spec.name) or f"http://{self.neighbour_host}:{spec.port}"
+
+    @model_validator(mode="after")
+    def _redis_deployment(self) -> Self:
+        """redis_url and redis_replica_urls as ``redis_mode`` takes them."""
+        servers = parse_redis_urls(self.redis_url)
+        mode = self.redis_mode
+        if mode != "cluster" and len(servers) > 1:
+            raise ValueError(f"redis_url lists {len(servers)} servers; only redis_mode=cluster "
+                             "takes several (its seed nodes)")
+        if mode == "cluster" and any(server.db for server in servers):
+            raise ValueError("a Redis Cluster has only database 0: redis_url must not name "
+                             "another")
+        if mode == "replicated":
+            if not self.redis_replica_urls.strip():
+                raise ValueError("redis_mode=replicated needs redis_replica_urls (the "
+                                 "replicas' redis:// URLs, comma-separated)")
+            replicas = parse_redis_urls(self.redis_replica_urls)
+            if (servers[0].host, servers[0].port) in {(r.host, r.port) for r in replicas}:
+                raise ValueError("the Redis primary (redis_url) is also in redis_replica_urls")
+        elif self.redis_replica_urls.strip():
+            raise ValueError(f"redis_replica_urls is for redis_mode=replicated, not {mode}")
+        if self.redis_cluster_wait_replicas and mode != "cluster":
+            raise ValueError(f"redis_cluster_wait_replicas is for redis_mode=cluster, not {mode}")
+        return self
 
     @field_validator("memcached_address")
     @classmethod

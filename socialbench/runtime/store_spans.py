@@ -7,7 +7,10 @@ costs one context lookup and makes no span. Span names are ``<store> <operation>
 (``redis ZADD``, ``redis pipeline``, ``mongodb find post``, ``memcached get``), with
 the OpenTelemetry database attributes.
 
-- Redis: every command goes through ``execute_command``; a pipeline is one span.
+- Redis: every command goes through ``execute_command``; a pipeline is one span, and so
+  is a command on each of many keys (``redis each_key ZADD``). The same for a primary
+  and its replicas (one span per command, whichever server answers it) and a Redis
+  Cluster (:class:`TracedRedis` over its client).
 - MongoDB: every command goes through ``command``; its span is named by the command and
   its collection (``mongodb insert post``).
 - memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the services
@@ -25,7 +28,9 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.mongodb_client import Document, MongoClient
-from socialbench.runtime.redis_client import Arg, Command, RedisClient
+from socialbench.runtime.redis_client import Arg, Command, Redis, RedisClient
+from socialbench.runtime.redis_cluster import ClusterRedis
+from socialbench.runtime.redis_replicated import ReplicatedRedis
 from socialbench.runtime.tracing import in_traced_request
 
 REDIS = {"db.system.name": "redis"}
@@ -33,12 +38,11 @@ MONGODB = {"db.system.name": "mongodb"}
 MEMCACHED = {"db.system.name": "memcached"}
 
 
-class TracedRedisClient(RedisClient):
-    """A Redis client whose commands and pipelines are spans in traced requests."""
+class TracedRedis(Redis):
+    """Spans of a Redis client's commands, pipelines and each-key commands in traced
+    requests: the first base of a Redis client class (``tracer`` set by its maker)."""
 
-    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.tracer = tracer
+    tracer: Tracer
 
     async def execute_command(self, *args: Arg) -> Any:
         if not in_traced_request():
@@ -60,6 +64,41 @@ class TracedRedisClient(RedisClient):
                         "db.operation.batch.size": len(commands)},
         ):
             return await super().pipeline(*commands)
+
+    async def each_key(self, keys: Sequence[Arg], command: Command) -> None:
+        if not in_traced_request():
+            return await super().each_key(keys, command)
+        operation = _operation(command[0])
+        with self.tracer.start_as_current_span(
+            f"redis each_key {operation}", kind=SpanKind.CLIENT,
+            attributes={**REDIS, "db.operation.name": f"EACH_KEY {operation}",
+                        "db.operation.batch.size": len(keys)},
+        ):
+            return await super().each_key(keys, command)
+
+
+class TracedRedisClient(TracedRedis, RedisClient):
+    """A client of one Redis server whose commands are spans in traced requests."""
+
+    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.tracer = tracer
+
+
+class TracedReplicatedRedis(TracedRedis, ReplicatedRedis):
+    """A primary and its replicas, whose commands are spans in traced requests."""
+
+    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.tracer = tracer
+
+
+class TracedClusterRedis(TracedRedis, ClusterRedis):
+    """A Redis Cluster, whose commands are spans in traced requests."""
+
+    def __init__(self, *args: Any, tracer: Tracer, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.tracer = tracer
 
 
 def _operation(name: Arg) -> str:

@@ -7,6 +7,10 @@ by consistent hashing: :mod:`~socialbench.runtime.memcached_pool`) and MongoDB
 (:mod:`~socialbench.runtime.mongodb_client`). redis-py, aiomcache and PyMongo spent 1.5-6
 times their CPU per command (``socialbench bench store-clients``).
 
+Redis deployed as one server, a primary with replicas or a Redis Cluster
+(``redis_mode``): :func:`_redis`, each behind the same
+:class:`~socialbench.runtime.redis_client.Redis` (docs/stores.md).
+
 Their errors (:class:`~socialbench.runtime.pipelining.StoreClientError`) are turned into
 :class:`~socialbench.runtime.errors.StoreError` by the app factory's exception handlers,
 so the happy path pays nothing for the mapping. With a tracer, the clients are
@@ -28,12 +32,16 @@ from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import Memcached, MemcachedPool
 from socialbench.runtime.mongodb_client import Collection, MongoClient
 from socialbench.runtime.pipelining import StoreClientError
-from socialbench.runtime.redis_client import RedisClient
+from socialbench.runtime.redis_client import Redis, RedisClient, parse_redis_urls
+from socialbench.runtime.redis_cluster import ClusterRedis
+from socialbench.runtime.redis_replicated import ReplicatedRedis
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.store_spans import (
+    TracedClusterRedis,
     TracedMemcachedClient,
     TracedMongoClient,
     TracedRedisClient,
+    TracedReplicatedRedis,
 )
 
 STORE_ERRORS: tuple[type[Exception], ...] = (StoreClientError,)
@@ -67,7 +75,7 @@ class Stores:
     """The store clients one service uses; the ones it does not use stay ``None``."""
 
     mongodb: MongoClient | None = None
-    redis: RedisClient | None = None
+    redis: Redis | None = None
     memcached: Memcached | None = None
 
     @classmethod
@@ -83,11 +91,7 @@ class Stores:
                 if tracer else MongoClient.from_url(settings.mongodb_url, **options)
             )
         if Store.REDIS in needed:
-            options = _client_options(settings, settings.redis_pool_size)
-            stores.redis = (
-                TracedRedisClient.from_url(settings.redis_url, tracer=tracer, **options)
-                if tracer else RedisClient.from_url(settings.redis_url, **options)
-            )
+            stores.redis = _redis(settings, tracer)
         if Store.MEMCACHED in needed:
             stores.memcached = _memcached(settings, tracer)
         return stores
@@ -128,7 +132,7 @@ class Stores:
             raise StoreError("this service was not configured with MongoDB")
         return self.mongodb
 
-    def require_redis(self) -> RedisClient:
+    def require_redis(self) -> Redis:
         if self.redis is None:
             raise StoreError("this service was not configured with Redis")
         return self.redis
@@ -137,6 +141,29 @@ class Stores:
         if self.memcached is None:
             raise StoreError("this service was not configured with memcached")
         return self.memcached
+
+
+def _redis(settings: Settings, tracer: Tracer | None) -> Redis:
+    """The client of Redis as ``settings.redis_mode`` says it is deployed."""
+    options = _client_options(settings, settings.redis_pool_size)
+    if settings.redis_mode == "cluster":
+        seeds = parse_redis_urls(settings.redis_url)
+        options.update(wait_replicas=settings.redis_cluster_wait_replicas,
+                       wait_timeout_ms=settings.redis_wait_timeout_ms)
+        return (TracedClusterRedis(seeds, tracer=tracer, **options) if tracer
+                else ClusterRedis(seeds, **options))
+    if settings.redis_mode == "replicated":
+        primary = RedisClient.from_url(settings.redis_url, **options)
+        # A replica fails fast: its reads go to the primary meanwhile.
+        replicas = [RedisClient(replica.host, replica.port, db=replica.db,
+                                password=replica.password, reconnect_for_s=0.0, **options)
+                    for replica in parse_redis_urls(settings.redis_replica_urls)]
+        wait_timeout_ms = settings.redis_wait_timeout_ms
+        return (TracedReplicatedRedis(primary, replicas, wait_timeout_ms=wait_timeout_ms,
+                                      tracer=tracer) if tracer
+                else ReplicatedRedis(primary, replicas, wait_timeout_ms=wait_timeout_ms))
+    return (TracedRedisClient.from_url(settings.redis_url, tracer=tracer, **options)
+            if tracer else RedisClient.from_url(settings.redis_url, **options))
 
 
 def _memcached(settings: Settings, tracer: Tracer | None) -> Memcached:
@@ -151,7 +178,7 @@ def _memcached(settings: Settings, tracer: Tracer | None) -> Memcached:
     return clients[0] if len(clients) == 1 else MemcachedPool(clients)
 
 
-async def flag_fresh_cache(redis: RedisClient, collection: Collection, flag: str) -> None:
+async def flag_fresh_cache(redis: Redis, collection: Collection, flag: str) -> None:
     """Set the key ``flag`` in Redis if ``collection`` is empty (called at start-up).
 
     For services that write MongoDB then Redis: while the flag exists, Redis has seen

@@ -6,6 +6,7 @@ tests run the same servers the same way the suite does.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -13,6 +14,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,8 +119,172 @@ def redis_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> Serv
         find_binary("redis-server"), "--bind", host, "--port", str(port),
         *REDIS_PERSISTENCE, "--dir", str(data_dir),
         "--protected-mode", "no", "--maxclients", "10000",
+        # A replica (redis_replica_command's, a cluster's) syncs at once, not after Redis's
+        # default 5 s wait for more replicas to share the sync.
+        "--repl-diskless-sync-delay", "0",
     ]
     return ServerCommand("redis", argv, host, port)
+
+
+def redis_replica_command(
+    port: int, data_dir: Path, primary: str, *, host: str = "127.0.0.1"
+) -> ServerCommand:
+    """A read-only replica of the redis-server at ``primary`` (``host:port``), on ``host:port``.
+
+    It refuses reads (``MASTERDOWN``) while its link to the primary is down or still
+    syncing (``replica-serve-stale-data no``), so a client falls back to the primary
+    instead of reading an old or empty copy (runtime/redis_replicated.py).
+    """
+    primary_host, _, primary_port = primary.rpartition(":")
+    if not primary_host or not primary_port.isdigit():
+        raise ValueError(f"the primary must be host:port, got {primary!r}")
+    command = redis_command(port, data_dir, host=host)
+    command.argv += ["--replicaof", primary_host, primary_port,
+                     "--replica-serve-stale-data", "no"]
+    return ServerCommand("redis-replica", command.argv, host, port)
+
+
+# A master is failed over after this long unreachable: Redis's default is 15 s; 5 s keeps
+# a failover's window of errors short on a local stack.
+REDIS_CLUSTER_NODE_TIMEOUT_MS = 5000
+
+
+def redis_cluster_commands(
+    ports: list[int], data_dir: Path, host: str = "127.0.0.1", *,
+    bus_ports: list[int] | None = None, node_timeout_ms: int = REDIS_CLUSTER_NODE_TIMEOUT_MS,
+) -> list[ServerCommand]:
+    """One cluster-enabled redis-server per port, each persisting in ``data_dir/<port>``;
+    the nodes talk to each other on ``bus_ports`` (default: each port + 10000, Redis's).
+
+    Not yet a cluster: :func:`form_redis_cluster` makes one of them (once; a node that
+    restarts keeps its part in ``nodes.conf``). ``cluster-require-full-coverage no``:
+    while a dead master's slots wait for its replica to take over, the other masters
+    keep answering theirs.
+    """
+    if bus_ports is None:
+        bus_ports = [port + 10000 for port in ports]
+    every = [*ports, *bus_ports]
+    if not ports or len(set(every)) != len(every) or len(bus_ports) != len(ports):
+        raise ValueError(f"a Redis Cluster needs distinct ports, and a bus port for each: "
+                         f"{ports}, bus {bus_ports}")
+    if max(every) > 65535:
+        raise ValueError(f"a port is beyond 65535 (bus ports: {bus_ports}); give bus_ports")
+    commands = []
+    for port, bus_port in zip(ports, bus_ports, strict=True):
+        command = redis_command(port, data_dir / str(port), host=host)
+        command.argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-port", str(bus_port),
+                         "--cluster-node-timeout", str(node_timeout_ms),
+                         "--cluster-require-full-coverage", "no"]
+        commands.append(ServerCommand(f"redis-cluster-{port}", command.argv, host, port))
+    return commands
+
+
+CLUSTER_SLOTS = 16384
+
+
+def form_redis_cluster(
+    addresses: list[str], replicas_per_master: int, *, timeout_s: float = 30.0
+) -> None:
+    """Make the nodes at ``addresses`` (``host:port``, started by
+    :func:`redis_cluster_commands`) one Redis Cluster, and wait until it serves every slot.
+
+    The first ``len(addresses) // (1 + replicas_per_master)`` addresses are the masters,
+    with the slots split evenly in that order; the rest are replicas, master by master:
+    master 0's first, then master 1's, and so on. Nodes that already form that cluster
+    (restarted with their ``nodes.conf``) are left as they are.
+    """
+    import redis
+
+    if replicas_per_master < 0 or len(addresses) % (1 + replicas_per_master):
+        raise ValueError(f"{len(addresses)} nodes cannot be masters with "
+                         f"{replicas_per_master} replicas each")
+    masters = len(addresses) // (1 + replicas_per_master)
+    if masters < 1:
+        raise ValueError("a Redis Cluster needs at least one master")
+    clients = []
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        clients.append(redis.Redis(host=host, port=int(port), socket_timeout=timeout_s))
+    try:
+        if all(_cluster_state(client) == ("ok", len(addresses)) for client in clients):
+            return
+        ids = [client.execute_command("CLUSTER", "MYID").decode() for client in clients]
+        for epoch, client in enumerate(clients, 1):
+            with _suppress_refusal():  # a node that already met others has its epoch
+                client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
+        first_host, _, first_port = addresses[0].rpartition(":")
+        bus_port = int(clients[0].config_get("cluster-port").get("cluster-port") or 0) or (
+            int(first_port) + 10000)
+        for client in clients[1:]:
+            client.execute_command("CLUSTER", "MEET", first_host, int(first_port), bus_port)
+        for index, client in enumerate(clients[:masters]):
+            first = CLUSTER_SLOTS * index // masters
+            last = CLUSTER_SLOTS * (index + 1) // masters - 1
+            with _suppress_refusal():  # slots it serves already
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        _wait_for(lambda: all(_known_nodes(client) >= len(addresses) for client in clients),
+                  timeout_s, "the Redis Cluster's nodes to meet")
+        for index, client in enumerate(clients[masters:]):
+            _replicate(client, ids[index // replicas_per_master], timeout_s)
+        _wait_for(lambda: all(_cluster_state(client)[0] == "ok" for client in clients),
+                  timeout_s, "the Redis Cluster to serve every slot")
+        wait_replicas_linked(addresses[masters:], timeout_s=timeout_s)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def wait_replicas_linked(addresses: list[str], *, timeout_s: float = 30.0) -> None:
+    """Block until each Redis replica at ``addresses`` has synced with its master."""
+    import redis
+
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        with redis.Redis(host=host, port=int(port), socket_timeout=timeout_s) as client:
+            _wait_for(lambda: client.info("replication").get("master_link_status") == "up",
+                      timeout_s, f"the Redis replica at {address} to sync")
+
+
+def _cluster_state(client: object) -> tuple[str, int]:
+    """A node's ``cluster_state`` and ``cluster_known_nodes``."""
+    info = client.execute_command("CLUSTER", "INFO").decode()  # type: ignore[attr-defined]
+    fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+    return fields.get("cluster_state", ""), int(fields.get("cluster_known_nodes", 0))
+
+
+def _known_nodes(client: object) -> int:
+    return _cluster_state(client)[1]
+
+
+def _replicate(client: object, master_id: str, timeout_s: float) -> None:
+    """``CLUSTER REPLICATE``, tried again while the node has yet to learn of the master."""
+    import redis
+
+    def replicated() -> bool:
+        try:
+            client.execute_command("CLUSTER", "REPLICATE", master_id)  # type: ignore[attr-defined]
+        except redis.ResponseError as exc:
+            if "Unknown node" not in str(exc):
+                raise
+            return False
+        return True
+
+    _wait_for(replicated, timeout_s, f"a replica to learn of its master {master_id}")
+
+
+def _suppress_refusal() -> AbstractContextManager[None]:
+    import redis
+
+    return contextlib.suppress(redis.ResponseError)
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout_s:g} s for {what}")
+        time.sleep(0.05)
 
 
 def memcached_command(

@@ -1,5 +1,5 @@
 """A post by an author with thousands of followers reaches every one of them, through the
-whole stack (home-timeline fans it out in batches of FAN_OUT_BATCH recipients)."""
+whole stack (home-timeline fans it out in batches of EACH_KEY_BATCH recipients)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ from fastapi import FastAPI
 from httpx import AsyncClient
 
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
+from socialbench.runtime.redis_client import EACH_KEY_BATCH
 from socialbench.runtime.settings import get_settings
 from socialbench.services.home_timeline import (
-    FAN_OUT_BATCH,
     HomeTimelineService,
     create_app,
     timeline_key,
@@ -228,7 +228,7 @@ async def test_a_celebritys_post_reaches_every_follower_in_batches(
     app: FastAPI, fakes: FakeNeighbours, client: AsyncClient
 ) -> None:
     author = new_id()
-    followers = [new_id() for _ in range(2 * FAN_OUT_BATCH + 7)]
+    followers = [new_id() for _ in range(2 * EACH_KEY_BATCH + 7)]
     fakes.followers[author] = followers
     post_id = new_id()
     warm_author = new_id()

@@ -5,7 +5,8 @@ In the original's clustered and replicated modes, home-timeline and user-timelin
 their sorted sets by the bare user id in a shared Redis, so the two timelines of a user
 were one set. Here every service shares one Redis in every layout; this writes all the
 keys of one user (user timeline, home timeline, followers, followees) through the real
-services and reads each back alone.
+services and reads each back alone: on one Redis, on a primary and its replica, and on a
+Redis Cluster of 3 masters and 3 replicas.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 from fastapi import FastAPI
 from httpx import ASGITransport, AsyncClient
 
-from socialbench.runtime.redis_client import RedisClient
+from socialbench.runtime.redis_client import Redis
+from socialbench.runtime.settings import get_settings
 from socialbench.services import home_timeline, post_storage, social_graph, user_timeline
 from tests.services.support import point_at, serve_fake
 
@@ -39,9 +41,28 @@ def post_of(post_id: int, author: int, timestamp: int) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(params=["standalone", "replicated", "cluster"])
+def redis_mode(
+    request: pytest.FixtureRequest, store_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The services' Redis deployed one way or another (the store_env's one server first)."""
+    mode: str = request.param
+    if mode == "replicated":
+        primary, replica = request.getfixturevalue("redis_primary_and_replica")
+        monkeypatch.setenv("SOCIALBENCH_REDIS_URL", f"redis://{primary.address}/0")
+        monkeypatch.setenv("SOCIALBENCH_REDIS_REPLICA_URLS", f"redis://{replica.address}/0")
+    elif mode == "cluster":
+        nodes = request.getfixturevalue("redis_cluster")
+        monkeypatch.setenv("SOCIALBENCH_REDIS_URL",
+                           ",".join(f"redis://{node.address}" for node in nodes[:3]))
+    monkeypatch.setenv("SOCIALBENCH_REDIS_MODE", mode)
+    get_settings.cache_clear()
+    return mode
+
+
 @pytest.fixture
 async def apps(
-    store_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    redis_mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[dict[str, FastAPI]]:
     started: dict[str, FastAPI] = {}
     async with AsyncExitStack() as exits:
@@ -71,7 +92,7 @@ async def publish(apps: dict[str, FastAPI], post_id: int, author: int, timestamp
 
 
 async def test_a_users_timelines_and_follow_lists_are_distinct_keys_in_one_redis(
-    apps: dict[str, FastAPI],
+    apps: dict[str, FastAPI], redis_mode: str,
 ) -> None:
     me, followee, follower = new_id(), new_id(), new_id()
     await call(apps, "social-graph", "follow", {"user_id": me, "followee_id": followee})
@@ -95,7 +116,9 @@ async def test_a_users_timelines_and_follow_lists_are_distinct_keys_in_one_redis
         followee]
 
     # In Redis itself: four sorted sets of this user, none holding another's members.
-    redis: RedisClient = apps["user-timeline"].state.logic.redis
+    redis: Redis = apps["user-timeline"].state.logic.redis
+    assert type(redis).__name__ == {"standalone": "RedisClient", "replicated": "ReplicatedRedis",
+                                    "cluster": "ClusterRedis"}[redis_mode]
     keys = {str(me): mine, f"{me}:home-timeline": theirs,
             f"{me}:followers": [follower], f"{me}:followees": [followee]}
     for key, members in keys.items():
