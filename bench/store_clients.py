@@ -1,6 +1,7 @@
 """The CPU per command of the services' store clients against the libraries they replaced.
 
     socialbench bench store-clients [--commands 20000] [--callers 1 --callers 8]
+                                    [--store redis --store memcached --store mongodb]
 
 A redis-server, a memcached and a MongoDB server (``mongod`` if on PATH, else FerretDB) are
 started on free ports. Each store gets the commands the services send it, from the
@@ -15,7 +16,14 @@ it:
   them, and a ``get`` of one key, beside the one server's client.
 - MongoDB: an ``insert`` of a post (a new ``post_id`` under a unique index, as
   post-storage stores one), and a ``find`` of one post by that index; PyMongo's
-  ``AsyncMongoClient`` with the services' old pool and bounds.
+  ``AsyncMongoClient`` with the services' old pool and bounds, and the PyMongo adapter the
+  services use for replica sets, TLS and mongos (``runtime/mongodb_pymongo.py``). Ours
+  and the adapter run twice: on a plain FerretDB and, logged in with SCRAM-SHA-256, on a
+  FerretDB with authentication on. Measured (10,000 commands, three runs, µs CPU per
+  command, 1 caller / 8): PyMongo bare insert 299-318 / 264-283, find 338-354 / 284-302;
+  the adapter 327-334 / 256-313, 350-382 / 283-326, the same with SCRAM; ours 91-98 /
+  67-83, 89-92 / 75-89, with SCRAM 95-103 / 69-85, 86-98 / 77-82 (a login is once per
+  connection). ``--store mongodb`` runs only these.
 
 Each runs from 1 caller and from concurrent callers, under uvloop. The CPU seconds of this
 process (user + system) over the run are divided by the commands; the stores' CPU is not
@@ -26,13 +34,14 @@ depend on the machine (the load average is printed).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +50,8 @@ import uvloop
 
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import MemcachedPool
-from socialbench.runtime.mongodb_client import MongoClient
+from socialbench.runtime.mongodb_client import Collection, MongoClient
+from socialbench.runtime.mongodb_pymongo import MongoDB, PyMongoClient, PyMongoCollection
 from socialbench.runtime.redis_client import RedisClient
 from socialbench.stack.servers import (
     ServerCommand,
@@ -50,6 +60,7 @@ from socialbench.stack.servers import (
     free_ports,
     memcached_command,
     mongodb_command,
+    mongodb_flavour,
     redis_command,
 )
 
@@ -66,16 +77,21 @@ POOL_SERVERS = 3  # memcached servers of the pool's rows
 OUR_BOUNDS: dict[str, Any] = {"max_connections": POOL_SIZE, "connect_timeout_s": TIMEOUT_S,
                                "call_timeout_s": TIMEOUT_S}
 
+BENCH_USER = ("bench", "bench-password")  # FerretDB's user with authentication on
 Command = Callable[[], Awaitable[object]]
+ClientsOf = AbstractAsyncContextManager[dict[tuple[str, str], Command]]
+STORES = ("redis", "memcached", "mongodb")
 
 
 @dataclass(frozen=True)
 class StoreClientsBench:
-    """What to run: commands per measurement, the caller counts, warm-up commands."""
+    """What to run: commands per measurement, the caller counts, warm-up commands, the
+    stores whose clients are measured."""
 
     commands: int = 20_000
     callers: tuple[int, ...] = (1, 8)
     warmup_commands: int = 1_000
+    stores: tuple[str, ...] = STORES
     results_dir: Path = field(default=Path("results"))
 
 
@@ -107,7 +123,7 @@ async def measure_one(store: str, name: str, client: str, command: Command, call
     sent = per_caller * callers
     row = ClientRow(store, name, client, callers, sent, round(cpu / sent * 1e6, 2),
                     round(sent / wall))
-    print(f"{store:9s} {name:9s} {client:27s} {callers:2d} callers  "
+    print(f"{store:9s} {name:9s} {client:31s} {callers:2d} callers  "
           f"{row.cpu_us_per_command:7.1f} µs CPU "
           f"per command  {row.commands_per_s:8.0f} commands/s", flush=True)
     return row
@@ -162,42 +178,62 @@ async def memcached_clients(
 
 @asynccontextmanager
 async def mongodb_clients(
-    server: ServerCommand,
+    server: ServerCommand, auth_server: ServerCommand | None,
 ) -> AsyncIterator[dict[tuple[str, str], Command]]:
+    """Each MongoDB client's ``insert`` and ``find``: PyMongo as the services once had it,
+    then ours and the PyMongo adapter (runtime/mongodb_pymongo.py), on ``server`` and, with
+    SCRAM-SHA-256 credentials, on ``auth_server`` (none with mongod: no user at start)."""
     from pymongo import AsyncMongoClient
 
-    ours = MongoClient(server.host, server.port, **OUR_BOUNDS)
     library: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
         f"mongodb://{server.address}", maxPoolSize=POOL_SIZE,
         waitQueueTimeoutMS=int(TIMEOUT_S * 1000), serverSelectionTimeoutMS=int(TIMEOUT_S * 1000),
         connectTimeoutMS=int(TIMEOUT_S * 1000), socketTimeoutMS=int(TIMEOUT_S * 1000))
-    posts, library_posts = ours["bench"]["post"], library["bench"]["post"]
+    clients: dict[str, MongoDB] = {
+        "socialbench MongoClient": MongoClient.from_url(
+            f"mongodb://{server.address}", **OUR_BOUNDS),
+        "PyMongoClient (adapter)": PyMongoClient.from_url(
+            f"mongodb://{server.address}", **OUR_BOUNDS),
+    }
+    if auth_server is not None:
+        login = (f"mongodb://{BENCH_USER[0]}:{BENCH_USER[1]}@{auth_server.address}"
+                 "/?authSource=admin&authMechanism=SCRAM-SHA-256")
+        clients["socialbench MongoClient, SCRAM"] = MongoClient.from_url(login, **OUR_BOUNDS)
+        clients["PyMongoClient (adapter), SCRAM"] = PyMongoClient.from_url(login, **OUR_BOUNDS)
     post_ids = itertools.count(1)
+    library_posts = library["bench"]["post"]
+    commands: dict[tuple[str, str], Command] = {}
     try:
-        await posts.create_index("post_id", unique=True)
-        await posts.insert_one({**POST_DOCUMENT, "post_id": 0})
-        yield {
-            ("insert", "PyMongo AsyncMongoClient"):
-            lambda: library_posts.insert_one({**POST_DOCUMENT, "post_id": next(post_ids)}),
-            ("insert", "socialbench MongoClient"):
-            lambda: posts.insert_one({**POST_DOCUMENT, "post_id": next(post_ids)}),
-            ("find", "PyMongo AsyncMongoClient"):
-            lambda: library_posts.find_one({"post_id": 0}, {"_id": 0}),
-            ("find", "socialbench MongoClient"):
-            lambda: posts.find_one({"post_id": 0}, {"_id": 0}),
-        }
+        for name, client in clients.items():
+            if not name.startswith("socialbench"):
+                continue  # the same servers as ours
+            await client["bench"]["post"].create_index("post_id", unique=True)
+            await client["bench"]["post"].insert_one({**POST_DOCUMENT, "post_id": 0})
+        commands[("insert", "PyMongo AsyncMongoClient")] = (
+            lambda: library_posts.insert_one({**POST_DOCUMENT, "post_id": next(post_ids)}))
+        commands[("find", "PyMongo AsyncMongoClient")] = (
+            lambda: library_posts.find_one({"post_id": 0}, {"_id": 0}))
+        for name, client in clients.items():
+            posts = client["bench"]["post"]
+            commands[("insert", name)] = functools.partial(_insert_post, posts, post_ids)
+            commands[("find", name)] = functools.partial(posts.find_one, {"post_id": 0},
+                                                         {"_id": 0})
+        yield commands
     finally:
-        await ours.close()
+        for client in clients.values():
+            await client.close()
         await library.close()
 
 
-async def measure_all(redis: ServerCommand, memcached: list[ServerCommand],
-                      mongodb: ServerCommand, config: StoreClientsBench) -> list[ClientRow]:
-    """Each client's commands; ``memcached``: the one server, then the others of the pool."""
+async def _insert_post(posts: Collection | PyMongoCollection,
+                       post_ids: Iterator[int]) -> None:
+    await posts.insert_one({**POST_DOCUMENT, "post_id": next(post_ids)})
+
+
+async def measure_all(stores: dict[str, ClientsOf], config: StoreClientsBench) -> list[ClientRow]:
+    """Each client's commands, store by store."""
     rows = []
-    for store, clients_of in (("redis", redis_clients(redis)),
-                              ("memcached", memcached_clients(memcached[0], memcached)),
-                              ("mongodb", mongodb_clients(mongodb))):
+    for store, clients_of in stores.items():
         async with clients_of as clients:
             commands = list(dict.fromkeys(name for name, _ in clients))
             for name in commands:
@@ -213,19 +249,35 @@ def run(config: StoreClientsBench) -> Path:
     """Start the stores, measure, print and write the rows; the file."""
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory() as data:
-        redis = redis_command(free_port(), Path(data) / "redis")
-        memcached = [memcached_command(port, memory_mb=64, threads=1)
-                     for port in free_ports(POOL_SERVERS)]
-        mongodb = mongodb_command(free_port(), Path(data) / "mongodb")
-        servers = [ServerProcess(command, Path(data) / f"{command.name}-{command.port}.log")
-                   for command in (redis, *memcached, mongodb)]
+        servers: list[ServerCommand] = []
+        stores: dict[str, ClientsOf] = {}
+        if "redis" in config.stores:
+            redis = redis_command(free_port(), Path(data) / "redis")
+            servers.append(redis)
+            stores["redis"] = redis_clients(redis)
+        if "memcached" in config.stores:
+            memcached = [memcached_command(port, memory_mb=64, threads=1)
+                         for port in free_ports(POOL_SERVERS)]
+            servers += memcached
+            stores["memcached"] = memcached_clients(memcached[0], memcached)
+        if "mongodb" in config.stores:
+            mongodb = mongodb_command(free_port(), Path(data) / "mongodb")
+            servers.append(mongodb)
+            with_user = None
+            if mongodb_flavour() == "ferretdb":
+                with_user = mongodb_command(free_port(), Path(data) / "mongodb-auth",
+                                            user=BENCH_USER)
+                servers.append(with_user)
+            stores["mongodb"] = mongodb_clients(mongodb, with_user)
+        processes = [ServerProcess(command, Path(data) / f"{command.name}-{command.port}.log")
+                     for command in servers]
         try:
-            for server in servers:
-                server.wait_ready()
-            rows = uvloop.run(measure_all(redis, memcached, mongodb, config))
+            for process in processes:
+                process.wait_ready()
+            rows = uvloop.run(measure_all(stores, config))
         finally:
-            for server in servers:
-                server.stop()
+            for process in processes:
+                process.stop()
     config.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = config.results_dir / f"bench-store-clients-{stamp}.json"
@@ -234,7 +286,8 @@ def run(config: StoreClientsBench) -> Path:
                      "memcached": f"get of {len(POST_KEYS)} keys of {len(POST)} bytes (get 1: "
                                   f"of one key); the pool over {POOL_SERVERS} servers",
                      "mongodb": "insert of a post (a new post_id, unique index); find of one "
-                                "post by post_id"},
+                                "post by post_id; SCRAM: FerretDB with authentication on, "
+                                "SCRAM-SHA-256"},
         "pool_size": POOL_SIZE, "load_average_after": os.getloadavg(),
         "rows": [asdict(row) for row in rows],
     }, indent=1))

@@ -245,13 +245,19 @@ def store_clients(
     callers: Annotated[list[int] | None, typer.Option(
         min=1, help=f"Concurrent callers; repeat for several (default: "
         f"{', '.join(map(str, STORE_CLIENTS.callers))}).")] = None,
+    store: Annotated[list[str] | None, typer.Option(
+        help=f"A store whose clients are measured ({', '.join(STORE_CLIENTS.stores)}); "
+        "repeat for several (default: all).")] = None,
     results_dir: ResultsDir = STORE_CLIENTS.results_dir,
 ) -> None:
     """The services' store clients' CPU per command against the libraries they replaced."""
     from socialbench.bench.store_clients import run
 
+    unknown = sorted(set(store or ()) - set(STORE_CLIENTS.stores))
+    if unknown:
+        raise typer.BadParameter(f"no store named {', '.join(unknown)}", param_hint="--store")
     run(StoreClientsBench(commands=commands, callers=tuple(callers or STORE_CLIENTS.callers),
-                          results_dir=results_dir))
+                          stores=tuple(store or STORE_CLIENTS.stores), results_dir=results_dir))
 
 
 @bench_app.command("hot-users")

@@ -5,6 +5,11 @@ gives it settings, store clients and RPC pools (created at start-up, one set per
 worker process), ``/healthz`` (checks the service's stores), ``/stats`` (requests
 and errors counted), tracing when an endpoint is set, and one mapping of errors to HTTP answers.
 
+At start-up each store is tried once (:mod:`~socialbench.runtime.store_check`): refused
+credentials stop the start with a message naming the store; a store not up yet does not,
+and the logic's setup (indexes) is tried again until it is, ``/healthz`` answering 503
+``starting`` meanwhile.
+
 Every exception becomes an answer: the runtime's errors their status, a request that
 fails validation 400 (413 when only caps were exceeded), an unknown route or method
 404/405, and anything else 500 :class:`InternalError`, answered by
@@ -56,8 +61,10 @@ from socialbench.runtime.faults import fault_middleware
 from socialbench.runtime.http_server import ServerConfig, serve
 from socialbench.runtime.jsonio import JSONResponse
 from socialbench.runtime.models import TOO_LARGE_ERRORS
+from socialbench.runtime.pipelining import StoreConnectionError
 from socialbench.runtime.rpc import RPCClient
 from socialbench.runtime.settings import Settings, get_settings
+from socialbench.runtime.store_check import check_stores_at_start
 from socialbench.runtime.stores import STORE_ERRORS, Stores
 from socialbench.runtime.tracing import Tracing, TracingMiddleware
 from socialbench.runtime.web import IncompleteArguments, text
@@ -88,6 +95,45 @@ class ServiceContext:
     stores: Stores
     rpc: RPCClient
     errors: Counter[str] = field(default_factory=Counter)
+    # Why the logic's setup is not done yet (a store not up at start), or None once done.
+    setup_pending: str | None = None
+
+
+SETUP_RETRY_S = 1.0  # between tries of a setup whose store was not up
+
+
+async def _set_up(logic: ServiceLogic, context: ServiceContext) -> asyncio.Task[None] | None:
+    """The logic's setup (indexes); if a store is not up yet, tried again in the background
+    every ``SETUP_RETRY_S`` (its task returned) while ``/healthz`` answers 503.
+
+    Pods start in any order: a service whose store is not up yet starts, and is ready when
+    the store is. Any other failure of the setup stops the start, as before.
+    """
+    try:
+        await logic.setup()
+        return None
+    except StoreConnectionError as exc:
+        context.setup_pending = f"{type(exc).__name__}: {str(exc)[:200]}"
+    log.warning("%s: setup waits for a store (%s); /healthz answers 503 until it is done",
+                context.spec.name, context.setup_pending)
+    return asyncio.ensure_future(_set_up_later(logic, context))
+
+
+async def _set_up_later(logic: ServiceLogic, context: ServiceContext) -> None:
+    while True:
+        await asyncio.sleep(SETUP_RETRY_S)
+        try:
+            await logic.setup()
+        except StoreConnectionError as exc:
+            context.setup_pending = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        except Exception as exc:
+            log.exception("%s: setup failed", context.spec.name)
+            context.setup_pending = f"setup failed: {type(exc).__name__}: {str(exc)[:200]}"
+            return
+        context.setup_pending = None
+        log.warning("%s: setup done; the service is ready", context.spec.name)
+        return
 
 
 class ServiceLogic(Protocol):
@@ -159,10 +205,14 @@ def create_service_app(
         context = ServiceContext(spec, settings, stores, rpc)
         app.state.context = context
         app.state.logic = logic_factory(context)
-        await app.state.logic.setup()
+        setting_up: asyncio.Task[None] | None = None
         try:
+            await check_stores_at_start(stores, settings, service=name)
+            setting_up = await _set_up(app.state.logic, context)
             yield
         finally:
+            if setting_up is not None:
+                setting_up.cancel()
             await rpc.close()
             await stores.close()
             if tracing is not None:
@@ -200,9 +250,13 @@ def _add_operational_routes(app: FastAPI) -> None:
     @app.get("/healthz")
     async def healthz(request: Request) -> Response:
         """200 when the stores this service needs answer (memcached, a cache, may not:
-        then ``degraded``), else 503."""
+        then ``degraded``), else 503; 503 ``starting`` until the setup is done."""
         context: ServiceContext = request.app.state.context
         stores = await context.stores.health()
+        if context.setup_pending is not None:
+            body = {"service": context.spec.name, "status": "starting",
+                    "setup": context.setup_pending, "stores": stores}
+            return JSONResponse(body, status_code=503)
         every = all(state == "ok" for state in stores.values())
         body = {"service": context.spec.name, "status": "ok" if every else "degraded",
                 "stores": stores}

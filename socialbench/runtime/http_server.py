@@ -567,7 +567,10 @@ class HttpServer:
         if answer["type"] == _NO_LIFESPAN:
             return
         if answer["type"] != f"lifespan.{phase}.complete":
-            raise LifespanFailed(f"the app's {phase} failed: {answer.get('message') or '?'}")
+            # Starlette's message is the whole traceback (logged already): its last line
+            # is the error.
+            lines = str(answer.get("message") or "").strip().splitlines()
+            raise LifespanFailed(f"the app's {phase} failed: {lines[-1] if lines else '?'}")
 
     async def _run_lifespan(self, scope: Scope) -> None:
         async def send(message: Message) -> None:

@@ -25,8 +25,17 @@ send: reads, deletes, ``$set`` updates, and inserts, whose ``_id`` is chosen her
 the first try: a duplicate of a document's own fresh ``_id`` is that first try, landed
 (checked by reading it back), not the caller's duplicate.
 
-URLs are ``mongodb://host[:port][/database]``: no credentials, TLS or replica sets (the
-stack's servers have none).
+URLs are ``mongodb://[user:password@]host[:port][/database][?authSource=...&
+authMechanism=SCRAM-SHA-256|SCRAM-SHA-1]``: one server. With credentials, each new
+connection logs in first (SCRAM, RFC 5802/7677, as MongoDB does it: SHA-1's password is
+the hex MD5 of ``user:mongo:password``, SHA-256's is SASLprepped), in ``authSource``
+(default: the URL's database, else ``admin``), SCRAM-SHA-256 unless told. The salted
+password is derived once per salt and iteration count and kept, as drivers do (PBKDF2 of
+15,000 iterations costs milliseconds). Per command, credentials cost nothing: they are
+one conversation per connection. A refusal is :class:`MongoCommandError` (code 18,
+``AuthenticationFailed``) from the command that opened the connection. TLS, replica sets,
+``mongodb+srv`` and mongos lists are PyMongo's (:mod:`~socialbench.runtime.mongodb_pymongo`
+chooses per URL).
 
 Errors, below pipelining's::
 
@@ -37,20 +46,26 @@ Errors, below pipelining's::
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import itertools
+import os
 import struct
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import bson
-from bson import ObjectId
+from bson import Binary, ObjectId
 from bson.errors import BSONError
+from pymongo.saslprep import saslprep
 
 from socialbench.runtime.pipelining import (
     INCOMPLETE,
     PipelinedClient,
     PipelinedConnection,
+    StoreClientError,
     StoreConnectionError,
     StoreReplyError,
 )
@@ -60,6 +75,8 @@ IndexKeys = str | Sequence[tuple[str, int]]
 
 OP_MSG = 2013
 DUPLICATE_KEY = 11000  # a unique index's duplicate
+AUTHENTICATION_FAILED = 18
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-1": "sha1"}
 _HEADER = struct.Struct("<iiiiI")  # length, request id, response to, op code, flag bits
 _HEADER_AND_KIND = _HEADER.size + 1
 _CHECKSUM_PRESENT = 1
@@ -90,6 +107,14 @@ def encode_message(request_id: int, command: Mapping[str, Any]) -> bytes:
     """``command`` as one OP_MSG: its header, no flags, one body section."""
     body = bson.encode(command)
     return _HEADER.pack(_HEADER_AND_KIND + len(body), request_id, 0, OP_MSG, 0) + b"\x00" + body
+
+
+def topology_of_hello(hello: Mapping[str, Any]) -> str:
+    """What a server's ``hello`` says it is: ``sharded`` (a mongos: ``msg: isdbgrid``),
+    ``replica-set`` (a member: ``setName``) or ``single``."""
+    if hello.get("msg") == "isdbgrid":
+        return "sharded"
+    return "replica-set" if "setName" in hello else "single"
 
 
 def check_reply(reply: Document) -> Document:
@@ -161,20 +186,56 @@ class MongoClient(PipelinedClient):
 
     connection_class = MongoConnection
 
-    def __init__(self, host: str, port: int, **options: Any) -> None:
+    def __init__(self, host: str, port: int, *, credentials: Credentials | None = None,
+                 **options: Any) -> None:
         super().__init__(host, port, **options)
+        self.credentials = credentials
         self._request_ids = itertools.count(1)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        """A client of ``mongodb://host[:port][/database]``."""
+        """A client of ``mongodb://[user:password@]host[:port][/database]``, with no option
+        but ``authSource`` and ``authMechanism`` (SCRAM-SHA-256 or SCRAM-SHA-1)."""
         parts = urlsplit(url)
         if parts.scheme != "mongodb" or not parts.hostname or "," in parts.netloc:
             raise ValueError(f"not a mongodb://host[:port] URL of one server: {url!r}")
-        if parts.username or parts.password or parts.query:
-            raise ValueError(f"{url!r}: the services' MongoDB client takes no credentials or "
-                             "options (mongodb://host[:port] only)")
-        return cls(parts.hostname, parts.port or 27017, **options)
+        given = {name.lower(): value for name, value in parse_qsl(parts.query)}
+        mechanism = given.pop("authmechanism", "SCRAM-SHA-256")
+        source = given.pop("authsource", None) or unquote(parts.path.strip("/")) or "admin"
+        if given or mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"{parts.hostname}: the services' MongoDB client takes "
+                             "mongodb://[user:password@]host[:port] with no option but "
+                             "authSource and a SCRAM authMechanism; the others are PyMongo's "
+                             "(runtime/mongodb_pymongo.py)")
+        credentials = None
+        if parts.username is not None:
+            credentials = Credentials(unquote(parts.username), unquote(parts.password or ""),
+                                      source, mechanism)
+        return cls(parts.hostname, parts.port or 27017, credentials=credentials, **options)
+
+    async def handshake(self, connection: PipelinedConnection) -> None:
+        """Log in, when there are credentials (SCRAM: two or three round trips)."""
+        if self.credentials is None:
+            return
+        credentials = self.credentials
+        try:
+            await credentials.log_in(
+                lambda command: self._connection_command(connection, command))
+        except MongoCommandError as exc:
+            refusal = MongoCommandError(
+                f"MongoDB at {self.host}:{self.port} refused user {credentials.username!r} "
+                f"(authSource {credentials.source}, {credentials.mechanism}): {exc}",
+                exc.code, exc.details)
+            connection.abort(refusal)
+            raise refusal from None
+        except StoreClientError as exc:
+            connection.abort(exc)
+            raise
+
+    async def _connection_command(self, connection: PipelinedConnection,
+                                  command: Mapping[str, Any]) -> Document:
+        payload = encode_message(next(self._request_ids), command)
+        return check_reply(await connection.send(payload, None))
 
     def __getitem__(self, name: str) -> Database:
         return Database(self, name)
@@ -187,6 +248,81 @@ class MongoClient(PipelinedClient):
 
     async def ping(self) -> bool:
         return bool((await self.command("admin", {"ping": 1})).get("ok") == 1)
+
+    async def describe(self) -> dict[str, str]:
+        """``{"client": "socialbench", "topology": ...}``: what the server's ``hello``
+        says it is (:func:`topology_of_hello`), or ``unknown`` when it does not answer."""
+        try:
+            topology = topology_of_hello(await self.command("admin", {"hello": 1}))
+        except StoreClientError:
+            topology = "unknown"
+        return {"client": "socialbench", "topology": topology}
+
+
+class Credentials:
+    """A user's name and password, where and how it logs in; SCRAM's salted keys, kept."""
+
+    def __init__(self, username: str, password: str, source: str,
+                 mechanism: str = "SCRAM-SHA-256") -> None:
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"not a SCRAM mechanism: {mechanism!r}")
+        self.username, self.source, self.mechanism = username, source, mechanism
+        self.digest = SCRAM_MECHANISMS[mechanism]
+        if mechanism == "SCRAM-SHA-1":  # MongoDB's SHA-1 password
+            password = hashlib.md5(f"{username}:mongo:{password}".encode()).hexdigest()
+        else:
+            password = saslprep(password)
+        self._password = password.encode()
+        self._keys: dict[tuple[bytes, int], tuple[bytes, bytes]] = {}
+
+    def __repr__(self) -> str:  # never the password
+        return f"Credentials({self.username!r}, source={self.source!r}, {self.mechanism})"
+
+    async def log_in(self, command: Any) -> None:
+        """SCRAM's conversation, each step sent by ``command``; a refusal raises
+        :class:`MongoCommandError`, as does a server that cannot prove it knows the key."""
+        nonce = base64.b64encode(os.urandom(24)).decode()
+        user = self.username.replace("=", "=3D").replace(",", "=2C")
+        first_bare = f"n={user},r={nonce}"
+        reply = await command({
+            "saslStart": 1, "mechanism": self.mechanism,
+            "payload": Binary(f"n,,{first_bare}".encode()),
+            "autoAuthorize": 1, "options": {"skipEmptyExchange": True}, "$db": self.source})
+        server_first = bytes(reply["payload"]).decode()
+        fields = dict(field.split("=", 1) for field in server_first.split(","))
+        iterations = int(fields.get("i", 0))
+        if not fields.get("r", "").startswith(nonce) or "s" not in fields or iterations < 4096:
+            raise MongoCommandError(f"MongoDB's SCRAM reply is not valid: {server_first!r}",
+                                    AUTHENTICATION_FAILED)
+        client_key, server_key = self._salted_keys(base64.b64decode(fields["s"]), iterations)
+        without_proof = f"c=biws,r={fields['r']}"
+        auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+        stored_key = hashlib.new(self.digest, client_key).digest()
+        signature = hmac.digest(stored_key, auth_message, self.digest)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        reply = await command({
+            "saslContinue": 1, "conversationId": reply["conversationId"],
+            "payload": Binary(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()),
+            "$db": self.source})
+        server_final = dict(field.split("=", 1)
+                            for field in bytes(reply["payload"]).decode().split(",") if field)
+        expected = base64.b64encode(hmac.digest(server_key, auth_message, self.digest)).decode()
+        if not hmac.compare_digest(server_final.get("v", ""), expected):
+            raise MongoCommandError("MongoDB's SCRAM signature is wrong: not the server the "
+                                    "credentials are for", AUTHENTICATION_FAILED)
+        while not reply.get("done"):  # servers that do not skip the empty last step
+            reply = await command({"saslContinue": 1, "conversationId": reply["conversationId"],
+                                   "payload": Binary(b""), "$db": self.source})
+
+    def _salted_keys(self, salt: bytes, iterations: int) -> tuple[bytes, bytes]:
+        """The client and server keys of the password with ``salt``, derived once."""
+        keys = self._keys.get((salt, iterations))
+        if keys is None:
+            salted = hashlib.pbkdf2_hmac(self.digest, self._password, salt, iterations)
+            keys = (hmac.digest(salted, b"Client Key", self.digest),
+                    hmac.digest(salted, b"Server Key", self.digest))
+            self._keys[salt, iterations] = keys
+        return keys
 
 
 class Database:

@@ -30,7 +30,7 @@ from socialbench.registry import Store
 from socialbench.runtime.errors import StoreError
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import Memcached, MemcachedPool
-from socialbench.runtime.mongodb_client import Collection, MongoClient
+from socialbench.runtime.mongodb_pymongo import MongoCollection, MongoDB, mongodb_client
 from socialbench.runtime.pipelining import StoreClientError
 from socialbench.runtime.redis_client import Redis, RedisClient, parse_redis_urls
 from socialbench.runtime.redis_cluster import ClusterRedis
@@ -39,7 +39,6 @@ from socialbench.runtime.settings import Settings
 from socialbench.runtime.store_spans import (
     TracedClusterRedis,
     TracedMemcachedClient,
-    TracedMongoClient,
     TracedRedisClient,
     TracedReplicatedRedis,
 )
@@ -74,7 +73,7 @@ def user_id_cache_key(username: str) -> bytes | None:
 class Stores:
     """The store clients one service uses; the ones it does not use stay ``None``."""
 
-    mongodb: MongoClient | None = None
+    mongodb: MongoDB | None = None
     redis: Redis | None = None
     memcached: Memcached | None = None
 
@@ -86,10 +85,7 @@ class Stores:
         stores = cls()
         if Store.MONGODB in needed:
             options = _client_options(settings, settings.mongodb_pool_size)
-            stores.mongodb = (
-                TracedMongoClient.from_url(settings.mongodb_url, tracer=tracer, **options)
-                if tracer else MongoClient.from_url(settings.mongodb_url, **options)
-            )
+            stores.mongodb = mongodb_client(settings.mongodb_url, tracer=tracer, **options)
         if Store.REDIS in needed:
             stores.redis = _redis(settings, tracer)
         if Store.MEMCACHED in needed:
@@ -127,7 +123,7 @@ class Stores:
         if self.memcached is not None:
             await self.memcached.close()
 
-    def require_mongodb(self) -> MongoClient:
+    def require_mongodb(self) -> MongoDB:
         if self.mongodb is None:
             raise StoreError("this service was not configured with MongoDB")
         return self.mongodb
@@ -178,7 +174,7 @@ def _memcached(settings: Settings, tracer: Tracer | None) -> Memcached:
     return clients[0] if len(clients) == 1 else MemcachedPool(clients)
 
 
-async def flag_fresh_cache(redis: Redis, collection: Collection, flag: str) -> None:
+async def flag_fresh_cache(redis: Redis, collection: MongoCollection, flag: str) -> None:
     """Set the key ``flag`` in Redis if ``collection`` is empty (called at start-up).
 
     For services that write MongoDB then Redis: while the flag exists, Redis has seen

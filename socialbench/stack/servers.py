@@ -333,12 +333,25 @@ def ferretdb_max_procs(cpus: int | None = None) -> int:
 
 def mongodb_command(
     port: int, data_dir: Path, *, host: str = "127.0.0.1", cpus: int | None = None,
+    user: tuple[str, str] | None = None,
 ) -> ServerCommand:
     """A MongoDB-wire server: ``mongod`` when on PATH, else FerretDB with its SQLite handler,
-    sized for ``cpus`` CPUs (default: those this process may use)."""
+    sized for ``cpus`` CPUs (default: those this process may use).
+
+    ``user`` (name, password): authentication on, FerretDB's way (v1.24): its new
+    authentication (``--test-enable-new-auth``: SCRAM-SHA-256 and SCRAM-SHA-1, every
+    command but the handshake's refused before a login, code 13) and this user created in
+    ``admin`` when the data directory is new (``--setup-database``/``--setup-username``,
+    the password in ``FERRETDB_SETUP_PASSWORD``, not on the command line). FerretDB has
+    no roles: the user may do anything. Clients log in with ``authSource=admin``. The
+    user exists before the port opens (FerretDB creates it before it listens).
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     program = mongodb_program()
     if Path(program).name == "mongod":
+        if user is not None:
+            raise ValueError("a MongoDB user at start is FerretDB's set-up user; with mongod, "
+                             "create one with createUser (the localhost exception)")
         argv = [program, "--bind_ip", host, "--port", str(port), "--dbpath", str(data_dir),
                 "--quiet"]
         return ServerCommand("mongodb", argv, host, port)
@@ -348,6 +361,11 @@ def mongodb_command(
         "--telemetry=disable", "--debug-addr=-", "--log-level=warn",
     ]
     env = {"GOGC": FERRETDB_GOGC, "GOMAXPROCS": str(ferretdb_max_procs(cpus))}
+    if user is not None:
+        name, password = user
+        argv += ["--test-enable-new-auth", "--setup-database=admin",
+                 f"--setup-username={name}"]
+        env["FERRETDB_SETUP_PASSWORD"] = password
     return ServerCommand("mongodb", argv, host, port, env=env)
 
 
