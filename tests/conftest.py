@@ -55,14 +55,14 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Ser
 
 
 @contextmanager
-def redis_cluster_running(data: Path, *, masters: int,
-                          replicas_per_master: int) -> Iterator[list[ServerProcess]]:
+def redis_cluster_running(data: Path, *, masters: int, replicas_per_master: int,
+                          password: str | None = None) -> Iterator[list[ServerProcess]]:
     """A Redis Cluster started on free ports and formed, for the block: its nodes'
     processes, masters first; a master lost is failed over after 1 s."""
     nodes = masters * (1 + replicas_per_master)
     ports = free_ports(2 * nodes)
     commands = redis_cluster_commands(ports[:nodes], data, bus_ports=ports[nodes:],
-                                      node_timeout_ms=1000)
+                                      node_timeout_ms=1000, password=password)
     with ExitStack() as stops:
         servers = []
         for command in commands:
@@ -71,7 +71,8 @@ def redis_cluster_running(data: Path, *, masters: int,
             servers.append(server)
         for server in servers:
             server.wait_ready()
-        form_redis_cluster([command.address for command in commands], replicas_per_master)
+        form_redis_cluster([command.address for command in commands], replicas_per_master,
+                           password=password)
         yield servers
 
 

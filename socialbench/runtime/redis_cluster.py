@@ -349,6 +349,11 @@ def _store_error(exc: Exception) -> StoreClientError:
     message = f"Redis Cluster: {exc}"
     if isinstance(exc, StoreClientError):
         return exc
+    refused = next((error for error in (exc, exc.__cause__)
+                    if isinstance(error, redis_errors.AuthenticationError)), None)
+    if refused is not None:  # Redis's refusal, as our client reports it
+        code = "NOAUTH" if "required" in str(refused).lower() else "WRONGPASS"
+        return StoreReplyError(f"{code} {refused} (Redis Cluster)")
     if isinstance(exc, redis_errors.TimeoutError):
         return StoreTimeout(message)
     if isinstance(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError,

@@ -157,8 +157,18 @@ class ReplicatedRedis(Redis):
     # ------------------------------------------------------------------ the rest
 
     async def ping(self) -> bool:
-        """Whether the primary answers (replicas that are away cost only their reads)."""
-        return await self.primary.ping()
+        """Whether the primary answers. A replica that is away costs only its reads, but
+        one that refuses (its credentials) raises, as the primary's refusal would."""
+        answered = await self.primary.ping()
+        for replica in self.replicas:
+            try:
+                await replica.ping()
+            except StoreConnectionError:
+                continue
+            except StoreReplyError as exc:
+                if not str(exc).startswith(REPLICA_UNREADY):
+                    raise
+        return answered
 
     async def close(self) -> None:
         for client in (self.primary, *self.replicas):

@@ -112,8 +112,10 @@ class ServerCommand:
 REDIS_PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "everysec", "--save", "")
 
 
-def redis_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> ServerCommand:
-    """redis-server on ``host:port``, persisting to an append-only file in ``data_dir``."""
+def redis_command(port: int, data_dir: Path, *, host: str = "127.0.0.1",
+                  password: str | None = None) -> ServerCommand:
+    """redis-server on ``host:port``, persisting to an append-only file in ``data_dir``;
+    with ``password``, its clients and its replicas log in with it."""
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
         find_binary("redis-server"), "--bind", host, "--port", str(port),
@@ -123,11 +125,14 @@ def redis_command(port: int, data_dir: Path, *, host: str = "127.0.0.1") -> Serv
         # default 5 s wait for more replicas to share the sync.
         "--repl-diskless-sync-delay", "0",
     ]
+    if password is not None:
+        argv += ["--requirepass", password, "--masterauth", password]
     return ServerCommand("redis", argv, host, port)
 
 
 def redis_replica_command(
-    port: int, data_dir: Path, primary: str, *, host: str = "127.0.0.1"
+    port: int, data_dir: Path, primary: str, *, host: str = "127.0.0.1",
+    password: str | None = None,
 ) -> ServerCommand:
     """A read-only replica of the redis-server at ``primary`` (``host:port``), on ``host:port``.
 
@@ -138,7 +143,7 @@ def redis_replica_command(
     primary_host, _, primary_port = primary.rpartition(":")
     if not primary_host or not primary_port.isdigit():
         raise ValueError(f"the primary must be host:port, got {primary!r}")
-    command = redis_command(port, data_dir, host=host)
+    command = redis_command(port, data_dir, host=host, password=password)
     command.argv += ["--replicaof", primary_host, primary_port,
                      "--replica-serve-stale-data", "no"]
     return ServerCommand("redis-replica", command.argv, host, port)
@@ -152,6 +157,7 @@ REDIS_CLUSTER_NODE_TIMEOUT_MS = 5000
 def redis_cluster_commands(
     ports: list[int], data_dir: Path, host: str = "127.0.0.1", *,
     bus_ports: list[int] | None = None, node_timeout_ms: int = REDIS_CLUSTER_NODE_TIMEOUT_MS,
+    password: str | None = None,
 ) -> list[ServerCommand]:
     """One cluster-enabled redis-server per port, each persisting in ``data_dir/<port>``;
     the nodes talk to each other on ``bus_ports`` (default: each port + 10000, Redis's).
@@ -171,7 +177,7 @@ def redis_cluster_commands(
         raise ValueError(f"a port is beyond 65535 (bus ports: {bus_ports}); give bus_ports")
     commands = []
     for port, bus_port in zip(ports, bus_ports, strict=True):
-        command = redis_command(port, data_dir / str(port), host=host)
+        command = redis_command(port, data_dir / str(port), host=host, password=password)
         command.argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                          "--cluster-port", str(bus_port),
                          "--cluster-node-timeout", str(node_timeout_ms),
@@ -184,7 +190,8 @@ CLUSTER_SLOTS = 16384
 
 
 def form_redis_cluster(
-    addresses: list[str], replicas_per_master: int, *, timeout_s: float = 30.0
+    addresses: list[str], replicas_per_master: int, *, password: str | None = None,
+    timeout_s: float = 30.0,
 ) -> None:
     """Make the nodes at ``addresses`` (``host:port``, started by
     :func:`redis_cluster_commands`) one Redis Cluster, and wait until it serves every slot.
@@ -205,7 +212,8 @@ def form_redis_cluster(
     clients = []
     for address in addresses:
         host, _, port = address.rpartition(":")
-        clients.append(redis.Redis(host=host, port=int(port), socket_timeout=timeout_s))
+        clients.append(redis.Redis(host=host, port=int(port), password=password,
+                                   socket_timeout=timeout_s))
     try:
         if all(_cluster_state(client) == ("ok", len(addresses)) for client in clients):
             return
@@ -229,21 +237,30 @@ def form_redis_cluster(
             _replicate(client, ids[index // replicas_per_master], timeout_s)
         _wait_for(lambda: all(_cluster_state(client)[0] == "ok" for client in clients),
                   timeout_s, "the Redis Cluster to serve every slot")
-        wait_replicas_linked(addresses[masters:], timeout_s=timeout_s)
+        wait_replicas_linked(addresses[masters:], password=password, timeout_s=timeout_s)
     finally:
         for client in clients:
             client.close()
 
 
-def wait_replicas_linked(addresses: list[str], *, timeout_s: float = 30.0) -> None:
-    """Block until each Redis replica at ``addresses`` has synced with its master."""
+def wait_replicas_linked(addresses: list[str], *, password: str | None = None,
+                         timeout_s: float = 30.0) -> None:
+    """Block until each Redis replica at ``addresses`` has synced with its master and
+    written its append-only file from that copy (until then it cannot shut down: Redis
+    refuses a SIGTERM while its first AOF is being written)."""
     import redis
 
     for address in addresses:
         host, _, port = address.rpartition(":")
-        with redis.Redis(host=host, port=int(port), socket_timeout=timeout_s) as client:
-            _wait_for(lambda: client.info("replication").get("master_link_status") == "up",
-                      timeout_s, f"the Redis replica at {address} to sync")
+        with redis.Redis(host=host, port=int(port), password=password,
+                         socket_timeout=timeout_s) as client:
+            _wait_for(lambda: _synced(client.info()), timeout_s,
+                      f"the Redis replica at {address} to sync")
+
+
+def _synced(info: dict[str, object]) -> bool:
+    return (info.get("master_link_status") == "up" and not info.get("aof_rewrite_in_progress")
+            and not info.get("aof_rewrite_scheduled"))
 
 
 def _cluster_state(client: object) -> tuple[str, int]:

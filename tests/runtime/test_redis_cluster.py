@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from redis.crc import key_slot
@@ -16,6 +17,7 @@ from socialbench.runtime.redis_cluster import ClusterRedis
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.stores import Stores
 from socialbench.stack.servers import ServerCommand, free_port
+from tests.conftest import redis_cluster_running
 
 BOUNDS = {"connect_timeout_s": 1.0, "call_timeout_s": 2.0}
 
@@ -196,3 +198,23 @@ async def test_settings_in_cluster_mode_give_the_services_a_cluster_client(
     finally:
         await stores.close()
         await unreachable.close()
+
+
+async def test_a_cluster_with_a_password_is_used_with_it_and_refuses_a_wrong_one(
+    tmp_path: Path,
+) -> None:
+    with redis_cluster_running(tmp_path, masters=1, replicas_per_master=0,
+                               password="cluster-secret") as servers:
+        node = servers[0].command
+        right = ClusterRedis(parse_redis_urls(f"redis://:cluster-secret@{node.address}"),
+                             max_connections=2, **BOUNDS)
+        wrong = ClusterRedis(parse_redis_urls(f"redis://:not-it@{node.address}"),
+                             max_connections=2, **BOUNDS)
+        try:
+            assert await right.ping()
+            await right.each_key([unique("a"), unique("b")], ["ZADD", 1, "m"])
+            with pytest.raises(StoreReplyError, match=r"^WRONGPASS"):
+                await wrong.ping()
+        finally:
+            await right.close()
+            await wrong.close()

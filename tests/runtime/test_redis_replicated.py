@@ -15,6 +15,7 @@ import pytest
 
 from socialbench.registry import Store
 from socialbench.runtime import redis_replicated
+from socialbench.runtime.pipelining import StoreReplyError
 from socialbench.runtime.redis_client import RedisClient
 from socialbench.runtime.redis_replicated import ReplicatedRedis
 from socialbench.runtime.settings import Settings
@@ -191,3 +192,32 @@ async def test_a_replica_down_or_unlinked_sends_reads_to_the_primary(
     finally:
         await replica_client.close()
         await redis.close()
+
+
+async def test_a_primary_and_replica_with_a_password_and_a_wrong_one(tmp_path: Path) -> None:
+    primary_port, replica_port = free_ports(2)
+    primary = redis_command(primary_port, tmp_path / "primary", password="replicated-secret")
+    replica = redis_replica_command(replica_port, tmp_path / "replica", primary.address,
+                                    password="replicated-secret")
+    with ExitStack() as stops:
+        for command in (primary, replica):
+            server = ServerProcess(command, tmp_path / f"{command.name}.log")
+            stops.callback(server.stop)
+            server.wait_ready()
+        wait_replicas_linked([replica.address], password="replicated-secret")
+
+        def urls(replica_password: str) -> Settings:
+            return Settings(redis_mode="replicated",
+                            redis_url=f"redis://:replicated-secret@{primary.address}/0",
+                            redis_replica_urls=f"redis://:{replica_password}@{replica.address}/0")
+
+        right, wrong = await connect(urls("replicated-secret")), await connect(urls("not-it"))
+        try:
+            key = unique("k")
+            assert await right.set(key, "v") and await right.get(key) == b"v"
+            assert right.counters()["replica_fallbacks"] == 0
+            with pytest.raises(StoreReplyError, match=r"^WRONGPASS"):
+                await wrong.ping()  # the replica's refusal is not hidden behind the primary
+        finally:
+            await right.close()
+            await wrong.close()
