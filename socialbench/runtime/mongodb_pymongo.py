@@ -131,6 +131,17 @@ def mongodb_client(url: str, *, tracer: Tracer | None = None,
     return PyMongoClient.from_url(url, tracer=tracer, **options)
 
 
+async def describe_mongodb(url: str, *, timeout_s: float = 2.0) -> dict[str, str]:
+    """What a service given ``url`` runs (for a results manifest): the ``describe()`` of a
+    client made for it, then closed; ``topology`` ``unknown`` if no server answered."""
+    client = mongodb_client(url, max_connections=1, connect_timeout_s=timeout_s,
+                            call_timeout_s=timeout_s)
+    try:
+        return await client.describe()
+    finally:
+        await client.close()
+
+
 def store_error(exc: PyMongoError) -> StoreClientError:
     """PyMongo's ``exc`` as the services' store errors."""
     message = f"MongoDB: {str(exc)[:400]}"

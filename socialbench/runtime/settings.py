@@ -45,7 +45,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int | None = None
 
-    mongodb_url: str = "mongodb://127.0.0.1:27017"  # mongodb://host[:port]: one server
+    # mongodb://[user:password@]host[:port]: one server, our client; several hosts, TLS,
+    # replicaSet=, mongodb+srv://, any other option: PyMongo (runtime/mongodb_pymongo.py).
+    mongodb_url: str = "mongodb://127.0.0.1:27017"
     mongodb_pool_size: int = 32
     # Redis as it is deployed (runtime/redis_client.py; docs/stores.md):
     # - standalone: redis_url is the one server;

@@ -12,7 +12,9 @@ the OpenTelemetry database attributes.
   and its replicas (one span per command, whichever server answers it) and a Redis
   Cluster (:class:`TracedRedis` over its client).
 - MongoDB: every command goes through ``command``; its span is named by the command and
-  its collection (``mongodb insert post``).
+  its collection (``mongodb insert post``). The login of a connection goes untraced.
+  PyMongo's client, for what ours does not do, makes the same spans with a command
+  listener (:class:`~socialbench.runtime.mongodb_pymongo.CommandSpans`).
 - memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the services
   make (a pool's get of many keys: one ``multi_get`` span per server); ``version``
   (health) goes untraced.

@@ -20,6 +20,7 @@ from socialbench.runtime.mongodb_client import DuplicateKeyError, MongoClient, M
 from socialbench.runtime.mongodb_pymongo import (
     MongoDB,
     PyMongoClient,
+    describe_mongodb,
     mongodb_client,
     uses_our_client,
 )
@@ -209,6 +210,15 @@ async def test_ours_describes_a_single_server(mongodb_server: ServerCommand) -> 
     finally:
         await client.close()
         await dead.close()
+
+
+async def test_a_url_is_described_as_the_service_would_run_it(
+    mongodb_server: ServerCommand, mongodb_user_server: ServerCommand,
+) -> None:
+    login = f"mongodb://{USER}:{PASSWORD}@{mongodb_user_server.address}/?authSource=admin"
+    assert await describe_mongodb(login) == {"client": "socialbench", "topology": "single"}
+    assert await describe_mongodb(f"mongodb://{mongodb_server.address}/?appName=x") == {
+        "client": f"pymongo {_pymongo_version()}", "topology": "single"}
 
 
 def _start(command: ServerCommand, log_dir: Path) -> Iterator[ServerCommand]:
