@@ -10,6 +10,16 @@ it:
 
 - Redis: ``ZREVRANGE key 0 9`` of a sorted set of 100 members; redis-py's asyncio client
   with a blocking pool (the hiredis parser, the same bounds).
+- Redis Cluster (``--store redis-cluster``): 3 masters, and one more redis-server. The
+  same ``ZREVRANGE`` from redis-py's ``RedisCluster`` (as a service would configure it),
+  from ours (``runtime/redis_cluster.py``: our connections on redis-py's slot map), and
+  from our client on the one server; and home-timeline's fan-out of a post to 500
+  timelines (``fan-out``, one row a fan-out: ``--commands`` / 500 of them): redis-py's
+  ``ClusterPipeline``, our ``each_key`` (a pipeline per master), and our one server's
+  ``each_key`` (Lua scripts). Measured (20,000 reads and 40 fan-outs a row, three runs,
+  µs CPU, 1 caller / 8): the read 125-162 / 88-107 redis-py, 41-45 / 28-36 ours, 39-42 /
+  19-26 one server; a fan-out 13,300-15,500 / 14,000-14,700 redis-py, 1,010-1,050 /
+  1,010-1,220 ours, 220-380 / 190-250 one server.
 - memcached: a ``get`` of 10 keys of 270 bytes (post-storage's page of posts); aiomcache
   with its own pool (the services added bounds to it, which cost more). And the pool of
   servers (``runtime/memcached_pool.py``) over 3 memcached: the same ``get``, split over
@@ -42,7 +52,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +62,18 @@ from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import MemcachedPool
 from socialbench.runtime.mongodb_client import Collection, MongoClient
 from socialbench.runtime.mongodb_pymongo import MongoDB, PyMongoClient, PyMongoCollection
-from socialbench.runtime.redis_client import RedisClient
+from socialbench.runtime.redis_client import RedisClient, parse_redis_urls
+from socialbench.runtime.redis_cluster import ClusterRedis
 from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
+    form_redis_cluster,
     free_port,
     free_ports,
     memcached_command,
     mongodb_command,
     mongodb_flavour,
+    redis_cluster_commands,
     redis_command,
 )
 
@@ -74,13 +87,17 @@ POST_DOCUMENT = {"creator": {"user_id": 5, "username": "username_5"}, "req_id": 
 TIMEOUT_S = 10.0
 POOL_SIZE = 64
 POOL_SERVERS = 3  # memcached servers of the pool's rows
+CLUSTER_MASTERS = 3  # of the Redis Cluster's rows
+FAN_OUT_KEYS = 500  # home timelines a fan-out row writes
+# Commands that stand for many (a fan-out for its keys): run config.commands / weight times.
+COMMAND_WEIGHTS = {"fan-out": FAN_OUT_KEYS}
 OUR_BOUNDS: dict[str, Any] = {"max_connections": POOL_SIZE, "connect_timeout_s": TIMEOUT_S,
                                "call_timeout_s": TIMEOUT_S}
 
 BENCH_USER = ("bench", "bench-password")  # FerretDB's user with authentication on
 Command = Callable[[], Awaitable[object]]
 ClientsOf = AbstractAsyncContextManager[dict[tuple[str, str], Command]]
-STORES = ("redis", "memcached", "mongodb")
+STORES = ("redis", "redis-cluster", "memcached", "mongodb")
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,50 @@ async def redis_clients(server: ServerCommand) -> AsyncIterator[dict[tuple[str, 
                lambda: ours.zrevrange(TIMELINE_KEY, 0, 9)}
     finally:
         await ours.close()
+        await library.aclose()
+
+
+@asynccontextmanager
+async def redis_cluster_clients(
+    nodes: list[ServerCommand], server: ServerCommand,
+) -> AsyncIterator[dict[tuple[str, str], Command]]:
+    """A timeline read and a fan-out on the cluster of ``nodes``, from redis-py's cluster
+    client and ours, and from our client of one ``server``."""
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    library = RedisCluster(startup_nodes=[ClusterNode(node.host, node.port) for node in nodes],
+                           max_connections=POOL_SIZE, socket_connect_timeout=TIMEOUT_S,
+                           socket_timeout=TIMEOUT_S)
+    ours = ClusterRedis(parse_redis_urls(",".join(f"redis://{node.address}" for node in nodes)),
+                        **OUR_BOUNDS)
+    one = RedisClient(server.host, server.port, **OUR_BOUNDS)
+    timelines = [f"bench:{n}:home-timeline" for n in range(FAN_OUT_KEYS)]
+    fan_out: tuple[str, int, int] = ("ZADD", 1_700_000_000_000, 123)  # a post, at its time
+
+    async def library_fan_out() -> None:
+        pipeline = library.pipeline()
+        for key in timelines:
+            pipeline.execute_command(fan_out[0], key, *fan_out[1:])
+        await pipeline.execute()
+
+    try:
+        await library.initialize()
+        for client in (ours, one):
+            await client.zadd(TIMELINE_KEY, {f"{n}": n for n in range(TIMELINE_MEMBERS)})
+        yield {("zrevrange", "redis-py RedisCluster"):
+               lambda: library.zrevrange(TIMELINE_KEY, 0, 9),
+               ("zrevrange", "socialbench ClusterRedis"):
+               lambda: ours.zrevrange(TIMELINE_KEY, 0, 9),
+               ("zrevrange", "socialbench RedisClient, 1 server"):
+               lambda: one.zrevrange(TIMELINE_KEY, 0, 9),
+               ("fan-out", "redis-py ClusterPipeline"): library_fan_out,
+               ("fan-out", "socialbench ClusterRedis"):
+               lambda: ours.each_key(timelines, fan_out),
+               ("fan-out", "socialbench RedisClient, 1 server"):
+               lambda: one.each_key(timelines, fan_out)}
+    finally:
+        await ours.close()
+        await one.close()
         await library.aclose()
 
 
@@ -237,11 +298,14 @@ async def measure_all(stores: dict[str, ClientsOf], config: StoreClientsBench) -
         async with clients_of as clients:
             commands = list(dict.fromkeys(name for name, _ in clients))
             for name in commands:
+                weight = COMMAND_WEIGHTS.get(name, 1)
                 for callers in config.callers:
+                    count = replace(config, commands=max(callers, config.commands // weight),
+                                    warmup_commands=config.warmup_commands // weight)
                     for (command_name, client), command in clients.items():
                         if command_name == name:
                             rows.append(await measure_one(store, name, client, command,
-                                                          callers, config))
+                                                          callers, count))
     return rows
 
 
@@ -255,6 +319,14 @@ def run(config: StoreClientsBench) -> Path:
             redis = redis_command(free_port(), Path(data) / "redis")
             servers.append(redis)
             stores["redis"] = redis_clients(redis)
+        cluster: list[ServerCommand] = []
+        if "redis-cluster" in config.stores:
+            ports = free_ports(2 * CLUSTER_MASTERS + 1)
+            cluster = redis_cluster_commands(ports[:CLUSTER_MASTERS], Path(data) / "cluster",
+                                             bus_ports=ports[CLUSTER_MASTERS:-1])
+            one_server = redis_command(ports[-1], Path(data) / "redis-one")
+            servers += [*cluster, one_server]
+            stores["redis-cluster"] = redis_cluster_clients(cluster, one_server)
         if "memcached" in config.stores:
             memcached = [memcached_command(port, memory_mb=64, threads=1)
                          for port in free_ports(POOL_SERVERS)]
@@ -274,6 +346,8 @@ def run(config: StoreClientsBench) -> Path:
         try:
             for process in processes:
                 process.wait_ready()
+            if cluster:
+                form_redis_cluster([node.address for node in cluster], 0)
             rows = uvloop.run(measure_all(stores, config))
         finally:
             for process in processes:
@@ -283,6 +357,9 @@ def run(config: StoreClientsBench) -> Path:
     path = config.results_dir / f"bench-store-clients-{stamp}.json"
     path.write_text(json.dumps({
         "commands": {"redis": f"ZREVRANGE of 10 of {TIMELINE_MEMBERS} members",
+                     "redis-cluster": f"the same ZREVRANGE on {CLUSTER_MASTERS} masters (and "
+                                      f"one server); fan-out: ZADD on {FAN_OUT_KEYS} keys, "
+                                      "one row a fan-out",
                      "memcached": f"get of {len(POST_KEYS)} keys of {len(POST)} bytes (get 1: "
                                   f"of one key); the pool over {POOL_SERVERS} servers",
                      "mongodb": "insert of a post (a new post_id, unique index); find of one "

@@ -11,15 +11,16 @@ redis-py's map); anything else (a redirect, a node that cannot be reached, a com
 without a key) goes to redis-py, command by command, and is counted
 (``counters()["fallbacks"]``).
 
-Why not redis-py alone: measured (this 2-core VM, uvloop, this process's CPU per command,
-3 masters, three alternated runs). A timeline read, ``ZREVRANGE`` of 10 members:
-redis-py's cluster client 121-126 µs from 1 caller and 82-90 µs from 8; this module
-39-49 and 27-31 µs; our client on one server 30-34 and 22-27 µs. The fan-out of a post
-to 500 home timelines: redis-py's ``ClusterPipeline`` (one pipeline per master, as the
-original's fan-out per shard) 12.1-13.0 ms, 25 µs per key (at 10,000 followers, a
-quarter of a core-second per post); this module's pipelines 1.0-1.1 ms; one server's
-Lua script 0.20-0.21 ms. So the common case is ours, and what re-implementing redis-py's
-cluster client would risk (redirects, the map, failover) stays its own.
+Why not redis-py alone: measured (``socialbench bench store-clients --store
+redis-cluster``: 3 masters, this 2-core VM, uvloop, this process's CPU per command, three
+runs). A timeline read, ``ZREVRANGE`` of 10 members: redis-py's cluster client 125-162
+µs from 1 caller and 88-107 µs from 8; this module 41-45 and 28-36 µs; our client on one
+server 39-42 and 19-26 µs. The fan-out of a post to 500 home timelines: redis-py's
+``ClusterPipeline`` (one pipeline per master, as the original's fan-out per shard)
+13.3-15.5 ms, 27-31 µs per key (at 10,000 followers, 0.3 core-seconds per post); this
+module's pipelines 1.0-1.2 ms; one server's Lua scripts 0.19-0.38 ms. So the common case
+is ours, and what re-implementing redis-py's cluster client would risk (redirects, the
+map, failover) stays its own.
 
 The fan-out, :meth:`ClusterRedis.each_key`: its keys grouped by the master of their
 slot, one pipeline of ``command key ...`` per master (concurrently), ``EACH_KEY_BATCH``

@@ -7,6 +7,20 @@ from pathlib import Path
 
 from socialbench.bench.store_clients import StoreClientsBench, run
 
+ONE_SERVER = "socialbench RedisClient, 1 server"
+MEMCACHED = ["socialbench MemcachedClient", "socialbench MemcachedPool of 3"]
+MONGODB = ["PyMongo AsyncMongoClient", "socialbench MongoClient", "PyMongoClient (adapter)",
+           "socialbench MongoClient, SCRAM", "PyMongoClient (adapter), SCRAM"]
+# Store -> command -> its clients, in the order they are measured.
+CLIENTS = {
+    "redis": {"zrevrange": ["redis-py (blocking pool)", "socialbench RedisClient"]},
+    "redis-cluster": {
+        "zrevrange": ["redis-py RedisCluster", "socialbench ClusterRedis", ONE_SERVER],
+        "fan-out": ["redis-py ClusterPipeline", "socialbench ClusterRedis", ONE_SERVER]},
+    "memcached": {"get": ["aiomcache", *MEMCACHED], "get 1": MEMCACHED},
+    "mongodb": {"insert": MONGODB, "find": MONGODB},
+}
+
 
 def test_every_client_is_measured_at_each_caller_count(tmp_path: Path) -> None:
     config = StoreClientsBench(commands=300, callers=(1, 4), warmup_commands=10,
@@ -14,23 +28,12 @@ def test_every_client_is_measured_at_each_caller_count(tmp_path: Path) -> None:
 
     rows = json.loads(run(config).read_text())["rows"]
 
-    redis, memcached = "redis-py (blocking pool)", "aiomcache"
-    ours, pymongo = "socialbench MongoClient", "PyMongo AsyncMongoClient"
-    client, pool = "socialbench MemcachedClient", "socialbench MemcachedPool of 3"
     assert [(row["store"], row["command"], row["client"], row["callers"]) for row in rows] == [
-        ("redis", "zrevrange", redis, 1), ("redis", "zrevrange", "socialbench RedisClient", 1),
-        ("redis", "zrevrange", redis, 4), ("redis", "zrevrange", "socialbench RedisClient", 4),
-        ("memcached", "get", memcached, 1), ("memcached", "get", client, 1),
-        ("memcached", "get", pool, 1),
-        ("memcached", "get", memcached, 4), ("memcached", "get", client, 4),
-        ("memcached", "get", pool, 4),
-        ("memcached", "get 1", client, 1), ("memcached", "get 1", pool, 1),
-        ("memcached", "get 1", client, 4), ("memcached", "get 1", pool, 4),
-        ("mongodb", "insert", pymongo, 1), ("mongodb", "insert", ours, 1),
-        ("mongodb", "insert", pymongo, 4), ("mongodb", "insert", ours, 4),
-        ("mongodb", "find", pymongo, 1), ("mongodb", "find", ours, 1),
-        ("mongodb", "find", pymongo, 4), ("mongodb", "find", ours, 4),
-    ]
+        (store, command, client, callers) for store, commands in CLIENTS.items()
+        for command, clients in commands.items() for callers in config.callers
+        for client in clients]
     for row in rows:
-        assert row["commands"] == 300, row
+        # A fan-out stands for 500 commands: 300 / 500 of them, at least one per caller.
+        expected = row["callers"] if row["command"] == "fan-out" else 300
+        assert row["commands"] == expected, row
         assert row["cpu_us_per_command"] > 0 and row["commands_per_s"] > 0, row
