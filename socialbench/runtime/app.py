@@ -264,10 +264,11 @@ def _add_operational_routes(app: FastAPI) -> None:
 
     @app.get("/stats")
     async def stats(request: Request) -> dict[str, Any]:
-        """Requests received and errors by kind since start (this worker process)."""
+        """Requests received and errors by kind since start (this worker process), and the
+        store clients' own counts (a replicated or clustered Redis: docs/stores.md)."""
         context: ServiceContext = request.app.state.context
         return {"service": context.spec.name, "requests": request.app.requests_received,
-                "errors": dict(context.errors)}
+                "errors": dict(context.errors), "stores": context.stores.counters()}
 
 
 def _error_response(request: Request, error: SocialbenchError) -> Response:

@@ -109,6 +109,12 @@ class Stores:
             for name, result in zip(checks, results, strict=True)
         }
 
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Each store client's counts of events since start (``/stats``), by store; none
+        for a client that counts nothing (one Redis server)."""
+        counts = {"redis": self.redis.counters()} if self.redis is not None else {}
+        return {store: count for store, count in counts.items() if count}
+
     @staticmethod
     def can_serve(health: dict[str, str]) -> bool:
         """Whether :meth:`health`'s report leaves the service able to answer: every store

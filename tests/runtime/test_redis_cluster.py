@@ -8,6 +8,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 from redis.crc import key_slot
 
 from socialbench.registry import Store
@@ -218,3 +222,28 @@ async def test_a_cluster_with_a_password_is_used_with_it_and_refuses_a_wrong_one
         finally:
             await right.close()
             await wrong.close()
+
+
+async def test_a_traced_cluster_client_makes_spans_and_its_counts_reach_stats(
+    redis_cluster: list[ServerCommand],
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    settings = Settings(redis_mode="cluster", redis_url=cluster_url(redis_cluster[:1]),
+                        store_connect_timeout_s=1.0, store_call_timeout_s=1.0)
+    stores = Stores.connect(settings, (Store.REDIS,), tracer=tracer)
+    try:
+        redis = stores.require_redis()
+        with tracer.start_as_current_span("request", kind=SpanKind.SERVER):
+            await redis.each_key([unique("a"), unique("b")], ["ZADD", 1, "m"])
+            await redis.zrevrange(unique("a"), 0, 9)
+            await redis.execute_command("DBSIZE")  # no key: sent by redis-py
+        assert stores.counters() == {"redis": {"fallbacks": 1, "short_waits": 0,
+                                               "unconfirmed_writes": 0}}
+    finally:
+        await stores.close()
+        exporter.shutdown()
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert {"redis each_key ZADD", "redis ZREVRANGE", "redis DBSIZE", "request"} <= set(names)
