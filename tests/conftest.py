@@ -142,10 +142,10 @@ TEST_STORES_ENV = "SOCIALBENCH_TEST_STORES"
 def store_options(layout: str | None = None) -> list[str]:
     """``up`` options of a stack's stores: ``layout`` (default: SOCIALBENCH_TEST_STORES, else
     shared), on a block of free consecutive ports."""
-    first = free_port_block(16)
+    first = free_port_block(40)  # MongoDB 6 at most, Redis 20 (clusters), memcached 12
     return ["--stores", layout or os.environ.get(TEST_STORES_ENV) or "shared",
             "--mongodb-port", str(first), "--redis-port", str(first + 8),
-            "--memcached-port", str(first + 12)]
+            "--memcached-port", str(first + 28)]
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from socialbench.bench.hot_users import PLAIN, HotUsersBench
 from socialbench.bench.mongodb import MongoBench
 from socialbench.bench.stack import StackBench
 from socialbench.bench.store_clients import StoreClientsBench
+from socialbench.bench.store_modes import StoreModesBench
 from socialbench.cli.options import DataDir
 from socialbench.workloads.driver.config import Distribution
 
@@ -31,6 +32,7 @@ DRILLS = DrillBench()
 HOP = HopBench()
 HOT_USERS = HotUsersBench()
 STORE_CLIENTS = StoreClientsBench()
+STORE_MODES = StoreModesBench()
 ResultsDir = Annotated[Path, typer.Option(help="Where the JSON of the table goes.")]
 
 
@@ -280,3 +282,26 @@ def hot_users(
 
     run(HotUsersBench(url=url, followers=followers, rate=rate, duration_s=duration,
                       read_rate=read_rate, users=users, results_dir=results_dir))
+
+
+@bench_app.command("store-modes")
+def store_modes(
+    mode: Annotated[list[str] | None, typer.Option(
+        help="A store mode to measure; repeat for several (default: all, shared first).")]
+    = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Rounds of every mode, alternated.")]
+    = STORE_MODES.repeats,
+    start_rate: Annotated[float, typer.Option(min=1, help="The ramp's first rate.")]
+    = STORE_MODES.start_rate,
+    step: Annotated[float, typer.Option(min=1, help="The ramp's step.")] = STORE_MODES.step,
+    results_dir: ResultsDir = STORE_MODES.results_dir,
+) -> None:
+    """Each store mode's max mixed rate and stack CPU per request, as a ratio to shared."""
+    from socialbench.bench.store_modes import MODES, run
+
+    unknown = sorted(set(mode or ()) - set(MODES))
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(unknown)}: the modes are {', '.join(MODES)}",
+                                 param_hint="--mode")
+    run(StoreModesBench(modes=tuple(mode or MODES), repeats=repeats, start_rate=start_rate,
+                        step=step, results_dir=results_dir))

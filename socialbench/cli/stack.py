@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -18,6 +19,15 @@ from socialbench.stack.servers import ServerNotInstalled
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+class RedisMode(StrEnum):
+    """The choices of Settings.redis_mode."""
+
+    STANDALONE = "standalone"
+    REPLICATED = "replicated"
+    CLUSTER = "cluster"
+
 
 def parse_workers(spec: str) -> dict[str, int]:
     """``compose-post=2,home-timeline=2`` -> ``{"compose-post": 2, "home-timeline": 2}``."""
@@ -75,6 +85,16 @@ def up(
         "per-service: an instance of each store per service that uses it, as the original "
         "(MongoDB, Redis and memcached instances on consecutive ports from their port "
         "options)."))] = StoreLayout(STACK_DEFAULTS.store_layout),
+    redis_mode: Annotated[RedisMode, typer.Option(help=(
+        "standalone: one redis-server per Redis instance; replicated: a primary (writes) "
+        "and --redis-replicas replicas (reads); cluster: a Redis Cluster of "
+        "--redis-cluster-masters masters with --redis-replicas replicas each. Servers on "
+        "consecutive ports from --redis-port."))] = RedisMode(STACK_DEFAULTS.redis_mode),
+    redis_replicas: Annotated[int, typer.Option(
+        min=0, help="replicated: the primary's replicas; cluster: each master's.")]
+    = STACK_DEFAULTS.redis_replicas,
+    redis_cluster_masters: Annotated[int, typer.Option(min=1, help="cluster: its masters.")]
+    = STACK_DEFAULTS.redis_cluster_masters,
     service_port_offset: Annotated[int, typer.Option(
         help="Added to every service's port (to run a second stack beside one).")]
     = STACK_DEFAULTS.service_port_offset,
@@ -99,15 +119,20 @@ def up(
         workers=parse_workers(workers), default_workers=default_workers,
         nginx_workers=nginx_workers, redis_port=redis_port,
         memcached_port=memcached_port, memcached_instances=memcached_instances,
-        mongodb_port=mongodb_port, store_layout=stores.value,
+        mongodb_port=mongodb_port, store_layout=stores.value, redis_mode=redis_mode.value,
+        redis_replicas=redis_replicas, redis_cluster_masters=redis_cluster_masters,
         service_port_offset=service_port_offset, tracing=tracing,
         trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
         jaeger_otlp_port=jaeger_otlp_port,
     )
     console.print(describe_workers(config))
     instances = config.store_instances()
+    if redis_mode is RedisMode.REPLICATED and redis_replicas < 1:
+        raise typer.BadParameter("replicated Redis needs a replica or more",
+                                 param_hint="--redis-replicas")
     console.print(f"Stores: {config.store_layout}, {len(instances)} instances "
-                  f"({', '.join(instance.name for instance in instances)})")
+                  f"({', '.join(instance.name for instance in instances)}); Redis "
+                  f"{config.redis_mode}, {config.redis_servers} server(s) each")
     try:
         stack.start(config, fresh=fresh, timeout_s=timeout,
                     on_progress=lambda message: console.print(f"  {message}"))

@@ -34,11 +34,14 @@ from socialbench.runtime.settings import JWT_SECRET_ENV, STORE_SETTINGS, setting
 from socialbench.stack.servers import (
     ServerCommand,
     find_binary,
+    form_redis_cluster,
     jaeger_command,
     memcached_command,
     mongodb_command,
     port_open,
+    redis_cluster_commands,
     redis_command,
+    redis_replica_command,
 )
 from socialbench.workloads.definitions.check import StoreAddresses
 from socialbench.workloads.driver.hostload import usable_cpus
@@ -92,6 +95,12 @@ class StackConfig:
     memcached_memory_mb: int = 1024
     # registry.StoreLayout: one instance of each store, or one per service as the original.
     store_layout: str = registry.StoreLayout.SHARED.value
+    # Each Redis instance: one server (standalone), a primary and redis_replicas read
+    # replicas (replicated), or a Redis Cluster of redis_cluster_masters masters with
+    # redis_replicas replicas each (cluster); runtime/redis_client.py, docs/stores.md.
+    redis_mode: str = "standalone"
+    redis_cluster_masters: int = 3
+    redis_replicas: int = 1
     # Worker processes: those of the services named here, then default_workers of every
     # other; None: each its share of the CPUs (registry.default_workers, cpu_count).
     workers: dict[str, int] = field(default_factory=dict)
@@ -168,17 +177,28 @@ class StackConfig:
         """Every store instance of its layout (registry.store_instances)."""
         return registry.store_instances(self.layout)
 
+    @property
+    def redis_servers(self) -> int:
+        """The redis-server processes of one Redis instance, in its mode."""
+        if self.redis_mode == "cluster":
+            return self.redis_cluster_masters * (1 + self.redis_replicas)
+        if self.redis_mode == "replicated":
+            return 1 + self.redis_replicas
+        return 1
+
     def instance_ports(self, instance: registry.StoreInstance) -> list[int]:
-        """The ports of ``instance``'s processes: one for MongoDB and Redis, one per pool
-        member for memcached; the instances of a store on consecutive ports from its port
-        option (memcached pools one after the other)."""
+        """The ports of ``instance``'s processes: one for MongoDB, one per server of the
+        Redis mode (the primary or the cluster's masters first), one per pool member for
+        memcached; the instances of a store on consecutive ports from its port option."""
         same_store = [i for i in self.store_instances() if i.store is instance.store]
         index = same_store.index(instance)
         if instance.store is Store.MEMCACHED:
             first = self.memcached_port + index * self.memcached_instances
             return list(range(first, first + self.memcached_instances))
-        base = self.mongodb_port if instance.store is Store.MONGODB else self.redis_port
-        return [base + index]
+        if instance.store is Store.REDIS:
+            first = self.redis_port + index * self.redis_servers
+            return list(range(first, first + self.redis_servers))
+        return [self.mongodb_port + index]
 
     @property
     def memcached_ports(self) -> list[int]:
@@ -199,8 +219,21 @@ class StackConfig:
         if store is Store.MONGODB:
             return f"mongodb://{self.host}:{ports[0]}"
         if store is Store.REDIS:
-            return f"redis://{self.host}:{ports[0]}/0"
+            if self.redis_mode == "cluster":  # every node a seed: any one answers the map
+                return ",".join(f"redis://{self.host}:{port}" for port in ports)
+            return f"redis://{self.host}:{ports[0]}/0"  # the primary
         return ",".join(f"{self.host}:{port}" for port in ports)
+
+    def redis_env(self, spec: registry.ServiceSpec) -> dict[str, str]:
+        """The Redis mode's settings of ``spec`` besides its URL (none when standalone)."""
+        if Store.REDIS not in spec.stores or self.redis_mode == "standalone":
+            return {}
+        env = {setting_env("redis_mode"): self.redis_mode}
+        if self.redis_mode == "replicated":
+            instance = registry.store_instance(spec, Store.REDIS, self.layout)
+            env[setting_env("redis_replica_urls")] = ",".join(
+                f"redis://{self.host}:{port}/0" for port in self.instance_ports(instance)[1:])
+        return env
 
     def service_port(self, spec: registry.ServiceSpec) -> int:
         return spec.port + self.service_port_offset
@@ -210,6 +243,7 @@ class StackConfig:
         prefix = registry.ENV_PREFIX
         env = {setting_env(STORE_SETTINGS[store]): self.store_address(spec, store)
                for store in spec.stores}
+        env.update(self.redis_env(spec))
         env[f"{prefix}NEIGHBOUR_HOST"] = self.host
         for neighbour in registry.SERVICES:
             env[neighbour.url_env] = f"http://{self.host}:{self.service_port(neighbour)}"
@@ -286,9 +320,15 @@ def store_commands(config: StackConfig) -> list[ServerCommand]:
     data = config.data_dir.resolve()
     commands: list[ServerCommand] = []
     for instance in config.store_instances():
-        for port in config.instance_ports(instance):
+        ports = config.instance_ports(instance)
+        for port in ports:
             name = config.store_component_name(instance, port)
-            if instance.store is Store.REDIS:
+            if instance.store is Store.REDIS and config.redis_mode == "cluster":
+                [command] = redis_cluster_commands([port], data / instance.name, config.host)
+            elif instance.store is Store.REDIS and port != ports[0]:  # replicated
+                command = redis_replica_command(port, data / instance.name / str(port),
+                                                f"{config.host}:{ports[0]}", host=config.host)
+            elif instance.store is Store.REDIS:
                 command = redis_command(port, data / instance.name, host=config.host)
             elif instance.store is Store.MONGODB:
                 command = mongodb_command(port, data / instance.name, host=config.host,
@@ -298,6 +338,17 @@ def store_commands(config: StackConfig) -> list[ServerCommand]:
                                             memory_mb=config.memcached_memory_mb)
             commands.append(replace(command, name=name))
     return commands
+
+
+def form_redis_clusters(config: StackConfig) -> None:
+    """Make each Redis instance's nodes one cluster (in cluster mode; once: nodes that
+    restart keep their part in their nodes.conf, and a formed cluster is left alone)."""
+    if config.redis_mode != "cluster":
+        return
+    for instance in config.store_instances():
+        if instance.store is Store.REDIS:
+            nodes = [f"{config.host}:{port}" for port in config.instance_ports(instance)]
+            form_redis_cluster(nodes, config.redis_replicas)
 
 
 def store_dirs(config: StackConfig) -> list[Path]:
@@ -502,10 +553,17 @@ class Supervisor:
                                f"see {component.log}")
 
     def start_all(self) -> None:
-        """Start every component, each batch healthy before the next (see :func:`start_batches`)."""
+        """Start every component, each batch healthy before the next (see :func:`start_batches`);
+        the Redis Clusters formed once their nodes are up, before the services start."""
+        formed = False
         for batch in start_batches(self.components):
             if self.stopping:
                 return
+            if batch[0].kind != "store" and not formed:
+                self.message = "forming the Redis Clusters"
+                self._save()
+                form_redis_clusters(self.config)
+                formed = True
             for component in batch:
                 if port_open(self.config.host, component.port):
                     raise RuntimeError(

@@ -201,6 +201,7 @@ class LocalStack:
             trace_sample_ratio=config.trace_sample_ratio if tracing else None,
             durability=store_durability(self._mongodb_binary(), cpus=config.cpu_count),
             store_layout=config.store_layout,
+            redis_mode=config.redis_mode, redis_servers=config.redis_servers,
             store_instances={
                 instance.name: [spec.name for spec in registry.services_of(instance, config.layout)]
                 for instance in config.store_instances()},

@@ -1,5 +1,6 @@
-"""The stack on the original's store layout (``up --stores per-service``): seeded, loaded
-and checked, with each service's data in its own instances. A stack of its own."""
+"""The stack on the original's store layout (``up --stores per-service``) and on a Redis
+Cluster (``up --redis-mode cluster``, 3 masters and 3 replicas): seeded, loaded and
+checked, each service's data in its own instances. A stack of its own for each."""
 
 from __future__ import annotations
 
@@ -24,10 +25,19 @@ USERS = 40
 
 @pytest.fixture(scope="module")
 def per_service_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    data_dir = tmp_path_factory.mktemp("per-service")
+    yield from own_stack(tmp_path_factory.mktemp("per-service"), "per-service")
+
+
+@pytest.fixture(scope="module")
+def redis_cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from own_stack(tmp_path_factory.mktemp("redis-cluster"), "shared",
+                         "--redis-mode", "cluster")
+
+
+def own_stack(data_dir: Path, layout: str, *options: str) -> Iterator[Path]:
     port, media = free_ports(2)
     up = socialbench("up", "--data-dir", str(data_dir), "--port", str(port),
-                     "--media-port", str(media), *store_options("per-service"),
+                     "--media-port", str(media), *store_options(layout), *options,
                      "--service-port-offset", str(launcher.free_service_offset()),
                      "--nginx-workers", "1", "--default-workers", "1")
     try:
@@ -42,14 +52,9 @@ def per_service_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
             assert not left, f"processes left running after down: {left}"
 
 
-def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Path) -> None:
-    config = launcher.StackConfig.from_json(
-        (per_service_stack / launcher.CONFIG_FILE).read_text())
-    state = launcher.StackState.read(per_service_stack)
-    assert state is not None
-    stores = {c.name for c in state.components if c.kind == "store"}
-    assert stores == {i.name for i in registry.store_instances(StoreLayout.PER_SERVICE)}
-
+def seed_load_and_check(data_dir: Path) -> launcher.StackConfig:
+    """Seed a small graph, send a mixed load with no error allowed, and check the stores."""
+    config = launcher.StackConfig.from_json((data_dir / launcher.CONFIG_FILE).read_text())
     seed = socialbench("seed", "--url", config.url, "--graph", f"synthetic:{USERS}:4",
                        "--posts-per-user", "2", "--seed", "3", "--concurrency", "4")
     assert seed.returncode == 0, f"{seed.stdout}\n{seed.stderr}"
@@ -58,9 +63,18 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
                        "--seed", "5", "--max-errors", "0", "--quiet")
     assert load.returncode == 0, f"{load.stdout}\n{load.stderr}"
 
-    check = socialbench("check", "--data-dir", str(per_service_stack))
+    check = socialbench("check", "--data-dir", str(data_dir))
     assert check.returncode == 0, f"{check.stdout}\n{check.stderr}"
     assert "Check passed" in check.stdout
+    return config
+
+
+def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Path) -> None:
+    state = launcher.StackState.read(per_service_stack)
+    assert state is not None
+    stores = {c.name for c in state.components if c.kind == "store"}
+    assert stores == {i.name for i in registry.store_instances(StoreLayout.PER_SERVICE)}
+    config = seed_load_and_check(per_service_stack)
 
     # Each service's data is in its own instances and nowhere else.
     def mongodb(owner: str) -> pymongo.MongoClient[dict[str, object]]:
@@ -86,3 +100,16 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     assert home and all(key.endswith(b":home-timeline") for key in home)
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("user-timeline"))
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("social-graph"))
+
+
+def test_seeded_loaded_and_checked_on_a_redis_cluster(redis_cluster_stack: Path) -> None:
+    config = seed_load_and_check(redis_cluster_stack)
+    nodes = config.instance_ports(registry.StoreInstance(Store.REDIS))
+    assert len(nodes) == 6
+    # The timelines are spread over the three masters, each key where its slot is.
+    keys_per_master = []
+    for port in nodes:
+        with redis.Redis(port=port) as node:
+            if node.info("replication")["role"] == "master":
+                keys_per_master.append(node.dbsize())
+    assert len(keys_per_master) == 3 and all(keys > 0 for keys in keys_per_master)

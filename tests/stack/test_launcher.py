@@ -351,3 +351,53 @@ def test_the_per_service_layout_gives_each_service_its_own_instances(tmp_path: P
     assert record.store_instances["user-mongodb"] == ["user-mention", "user"]
     assert set(launcher.store_dirs(config)) == {tmp_path / i.name for i in instances
                                                 if i.store is not Store.MEMCACHED}
+
+
+def test_a_redis_cluster_per_instance_on_consecutive_ports(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, redis_port=31000, redis_mode="cluster",
+                         redis_cluster_masters=3, redis_replicas=1)
+    components = launcher.plan(config)
+    redis = [c for c in components if c.name.startswith("redis")]
+    assert [(c.name, c.port) for c in redis] == [(f"redis-{n + 1}", 31000 + n) for n in range(6)]
+    assert all("--cluster-enabled" in c.argv for c in redis)
+    services = {c.name: c.env for c in components if c.kind == "service"}
+    env = services["home-timeline"]
+    assert env["SOCIALBENCH_REDIS_MODE"] == "cluster"
+    assert env["SOCIALBENCH_REDIS_URL"] == ",".join(
+        f"redis://127.0.0.1:{31000 + n}" for n in range(6))
+    assert Settings(**{"redis_mode": "cluster",
+                       "redis_url": env["SOCIALBENCH_REDIS_URL"]}).redis_mode == "cluster"
+    assert "SOCIALBENCH_REDIS_MODE" not in services["post-storage"]  # uses no Redis
+    assert config.store_addresses().redis_of("home-timeline") == env["SOCIALBENCH_REDIS_URL"]
+    (tmp_path / launcher.CONFIG_FILE).write_text(config.to_json())
+    record = LocalStack(tmp_path).record(config.url)
+    assert record is not None and (record.redis_mode, record.redis_servers) == ("cluster", 6)
+
+
+def test_replicated_redis_is_a_primary_and_its_replicas(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, redis_port=31000, redis_mode="replicated",
+                         redis_replicas=2, store_layout="per-service")
+    components = {c.name: c for c in launcher.plan(config)}
+    primary, first, second = (components[f"home-timeline-redis-{n}"] for n in (1, 2, 3))
+    assert "--replicaof" not in primary.argv
+    for replica in (first, second):
+        assert replica.argv[replica.argv.index("--replicaof") + 1:][:2] == [
+            "127.0.0.1", str(primary.port)]
+    env = components["home-timeline"].env
+    assert env["SOCIALBENCH_REDIS_URL"] == f"redis://127.0.0.1:{primary.port}/0"
+    assert env["SOCIALBENCH_REDIS_REPLICA_URLS"] == (
+        f"redis://127.0.0.1:{first.port}/0,redis://127.0.0.1:{second.port}/0")
+    Settings(redis_mode="replicated", redis_url=env["SOCIALBENCH_REDIS_URL"],
+             redis_replica_urls=env["SOCIALBENCH_REDIS_REPLICA_URLS"])
+    # Three Redis instances of three servers each, every port distinct.
+    ports = [c.port for c in components.values() if c.kind == "store"]
+    assert len(ports) == len(set(ports)) == 6 + 2 + 9
+
+
+def test_the_clis_redis_modes_are_the_settings(tmp_path: Path) -> None:
+    from typing import get_args
+
+    from socialbench.cli.stack import RedisMode
+
+    assert {mode.value for mode in RedisMode} == set(
+        get_args(Settings.model_fields["redis_mode"].annotation))

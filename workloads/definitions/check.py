@@ -56,6 +56,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -290,7 +291,6 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
     with a valid id are kept as ``post_facts``, not documents.
     """
     import pymongo
-    import redis
 
     timeout_ms = int(timeout_s * 1000)
     mongo_clients: dict[str, pymongo.MongoClient[dict[str, Any]]] = {}
@@ -326,12 +326,9 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
     finally:
         for client in mongo_clients.values():
             client.close()
-    home = redis.Redis.from_url(stores.redis_of("home-timeline"), socket_timeout=timeout_s,
-                                socket_connect_timeout=timeout_s)
+    home = _redis_client(stores.redis_of("home-timeline"), timeout_s)
     timelines = (home if stores.redis_of("user-timeline") == stores.redis_of("home-timeline")
-                 else redis.Redis.from_url(stores.redis_of("user-timeline"),
-                                           socket_timeout=timeout_s,
-                                           socket_connect_timeout=timeout_s))
+                 else _redis_client(stores.redis_of("user-timeline"), timeout_s))
     snapshot = Snapshot(posts, edges, user_entries, {}, {}, False, ended_follows,
                         post_facts=post_facts)
     try:
@@ -354,6 +351,24 @@ def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
         home.close()
         timelines.close()
     return snapshot
+
+
+def _redis_client(url: str, timeout_s: float) -> Any:
+    """redis-py's client of ``url``: one server, or a Redis Cluster when ``url`` lists its
+    nodes (``redis://a:7000,redis://b:7001``; SCAN and pipelines then span every master)."""
+    import redis
+    from redis.cluster import ClusterNode, RedisCluster
+
+    urls = [part.strip() for part in url.split(",") if part.strip()]
+    if len(urls) == 1:
+        return redis.Redis.from_url(urls[0], socket_timeout=timeout_s,
+                                    socket_connect_timeout=timeout_s)
+    nodes = []
+    for node in urls:
+        parts = urlsplit(node)
+        nodes.append(ClusterNode(parts.hostname or "127.0.0.1", parts.port or 6379))
+    return RedisCluster(startup_nodes=nodes, socket_timeout=timeout_s,
+                        socket_connect_timeout=timeout_s)
 
 
 def _sample(client: Any, snapshot: Snapshot, home_users: set[int], timeline_users: set[int],

@@ -129,6 +129,12 @@ class StackRecord(Strict):
     store_instances: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Every store instance that ran, with the services that used it.")
+    redis_mode: str | None = Field(
+        default=None, description="standalone, replicated (a primary and read replicas) "
+                                  "or cluster (a Redis Cluster), for each Redis instance "
+                                  "(up --redis-mode); None: an older bundle (standalone).")
+    redis_servers: int | None = Field(
+        default=None, description="redis-server processes of each Redis instance.")
 
     def service_workers(self) -> dict[str, int]:
         """Worker processes of every service, older bundles' default filled in."""
