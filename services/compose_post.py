@@ -94,7 +94,7 @@ class ComposePostService:
             self.unique_id.call("compose_unique_id", {}),
         )
         timestamp = now_ms()
-        post = _build_post(
+        post = build_post(
             id_answer, creator_answer, text_answer, media_answer, timestamp, post_type
         )
         await self._publish(post, user_id, timestamp)
@@ -158,7 +158,7 @@ class ComposePostService:
             )
 
 
-def _build_post(
+def build_post(
     id_answer: Any,
     creator_answer: Any,
     text_answer: Any,

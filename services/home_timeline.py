@@ -20,6 +20,9 @@ removes it from the same recipients (the followers as they are then) the same wa
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -43,6 +46,15 @@ from socialbench.runtime.web import failure_prefix, form_args, parse_int, requir
 
 def timeline_key(user_id: int) -> str:
     return f"{user_id}:home-timeline"
+
+
+def recipients_of(user_id: int, followers: Iterable[int], user_mentions_id: Iterable[int]
+                  ) -> set[int]:
+    """Who gets a post of ``user_id``: its followers and the users it mentions, not its
+    author."""
+    recipients = {*followers, *user_mentions_id}
+    recipients.discard(user_id)
+    return recipients
 
 
 
@@ -76,9 +88,29 @@ class HomeTimelineService:
     async def _recipients(self, user_id: int, user_mentions_id: list[int]) -> set[int]:
         """Who gets a post of ``user_id``: its followers and mentions, not its author."""
         answer = await self.social_graph.call("get_followers", {"user_id": user_id})
-        recipients = {*answer["user_ids"], *user_mentions_id}
-        recipients.discard(user_id)
-        return recipients
+        return recipients_of(user_id, answer["user_ids"], user_mentions_id)
+
+    async def write_many(self, posts: Sequence[tuple[int, int, int, list[int]]]) -> None:
+        """Put each ``(user_id, post_id, timestamp, user_mentions_id)`` in the home
+        timelines :meth:`write` puts it in, an author's posts together: its followers read
+        once and given all of them in one ZADD each, then each post's other recipients
+        (bulk seeding, where an author's posts come together: workloads/definitions/bulk.py)."""
+        by_author: dict[int, list[tuple[int, int, list[int]]]] = defaultdict(list)
+        for user_id, post_id, timestamp, user_mentions_id in posts:
+            by_author[user_id].append((post_id, timestamp, user_mentions_id))
+        answers = await asyncio.gather(*(
+            self.social_graph.call("get_followers", {"user_id": author}) for author in by_author))
+        writes = []
+        for (author, its_posts), answer in zip(by_author.items(), answers, strict=True):
+            everyone = recipients_of(author, answer["user_ids"], ())
+            members: list[Arg] = [arg for post_id, timestamp, _ in its_posts
+                                  for arg in (timestamp, post_id)]
+            writes.append(self._each_timeline(everyone, ["ZADD", *members]))
+            for post_id, timestamp, user_mentions_id in its_posts:
+                others = recipients_of(author, (), user_mentions_id) - everyone
+                if others:
+                    writes.append(self._each_timeline(others, ["ZADD", timestamp, post_id]))
+        await asyncio.gather(*writes)
 
     async def read(self, user_id: int, start: int, stop: int) -> bytes:
         """The JSON array of posts ``[start, stop)`` of the user's home timeline, newest first."""

@@ -10,6 +10,7 @@ A post is deleted only to undo a failed compose (see compose-post).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import orjson
@@ -27,6 +28,16 @@ from socialbench.runtime.mongodb_client import DuplicateKeyError
 
 def _cache_key(post_id: int) -> bytes:
     return str(post_id).encode()
+
+
+def _stored_forms(post: Post) -> tuple[int, dict[str, Any], bytes]:
+    """A post's id, its MongoDB document (``post_id`` an int64) and its cached JSON."""
+    try:
+        post_id = int(post.post_id)
+    except ValueError:
+        raise InvalidArgument(f"post_id must be an integer, got {post.post_id!r}") from None
+    fields = post.model_dump(mode="json")
+    return post_id, {**fields, "post_id": post_id}, orjson.dumps(fields)
 
 
 def _post_json(document: dict[str, Any]) -> bytes:
@@ -47,17 +58,26 @@ class PostStorageService:
 
     async def store_post(self, post: Post) -> None:
         """Store ``post`` in MongoDB (acknowledged), then cache it if memcached takes it."""
+        post_id, document, cached = _stored_forms(post)
         try:
-            post_id = int(post.post_id)
-        except ValueError:
-            raise InvalidArgument(f"post_id must be an integer, got {post.post_id!r}") from None
-        fields = post.model_dump(mode="json")
-        cached = orjson.dumps(fields)
-        try:
-            await self.posts.insert_one({**fields, "post_id": post_id})
+            await self.posts.insert_one(document)
         except DuplicateKeyError:
             raise Conflict(f"post {post_id} is already stored") from None
         await self.cache.fill(_cache_key(post_id), cached)
+
+    async def store_posts(self, posts: Sequence[Post]) -> set[int]:
+        """Store each post as :meth:`store_post` does, in one insert (bulk seeding:
+        workloads/definitions/bulk.py); the positions of those whose id was taken (each
+        stored nothing)."""
+        forms = [_stored_forms(post) for post in posts]
+        taken: set[int] = set()
+        try:
+            await self.posts.insert_many([document for _, document, _ in forms])
+        except DuplicateKeyError as exc:
+            taken = set(exc.indexes)
+        await self.cache.fill_many({_cache_key(post_id): cached for position, (post_id, _, cached)
+                                    in enumerate(forms) if position not in taken})
+        return taken
 
     async def delete_post(self, post_id: int) -> None:
         """Delete a post, if stored: MongoDB first, then memcached (so a miss finds nothing);

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -79,15 +80,24 @@ class SocialGraphService:
 
     async def follow(self, user_id: int, followee_id: int) -> None:
         """``user_id`` follows ``followee_id``; following again keeps the first follow."""
+        await self.follow_many([(user_id, followee_id)])
+
+    async def follow_many(self, follows: Sequence[tuple[int, int]]) -> None:
+        """Each ``(user_id, followee_id)`` follows, as :meth:`follow`, in one insert and one
+        Redis round trip (bulk seeding: workloads/definitions/bulk.py)."""
+        if not follows:
+            return
         now = now_ms()
-        edge = {"_id": _edge_id(user_id, followee_id), "follower_id": user_id,
-                "followee_id": followee_id, "timestamp": now}
-        with contextlib.suppress(DuplicateKeyError):  # the edge exists: keep it as it is
-            await self.edges.insert_one(edge)
-        await self.redis.pipeline(
-            ("ZADD", f"{user_id}:followees", "NX", now, followee_id),
-            ("ZADD", f"{followee_id}:followers", "NX", now, user_id),
-        )
+        edges = [{"_id": _edge_id(user_id, followee_id), "follower_id": user_id,
+                  "followee_id": followee_id, "timestamp": now}
+                 for user_id, followee_id in follows]
+        with contextlib.suppress(DuplicateKeyError):  # an edge that exists is kept as it is
+            await self.edges.insert_many(edges)
+        await self.redis.pipeline(*(
+            command for user_id, followee_id in follows for command in (
+                ("ZADD", f"{user_id}:followees", "NX", now, followee_id),
+                ("ZADD", f"{followee_id}:followers", "NX", now, user_id),
+            )))
 
     async def unfollow(self, user_id: int, followee_id: int) -> None:
         """``user_id`` no longer follows ``followee_id`` (a no-op if it did not); the

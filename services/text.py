@@ -29,6 +29,24 @@ MENTION = re.compile(r"@[A-Za-z0-9_-]+")
 URL = re.compile(r"(?:http|https)://[A-Za-z0-9_!~*'().&=+$%-]+")
 
 
+def mentions_and_urls(text: str) -> tuple[list[str], list[str]]:
+    """The usernames ``text`` mentions (each once, in order) and its urls; a client error
+    over the caps (checked before url-shorten stores any url)."""
+    usernames = list(dict.fromkeys(match[1:] for match in MENTION.findall(text)))
+    urls = URL.findall(text)
+    check_items("mentions", usernames)
+    check_items("urls", urls)
+    return usernames, urls
+
+
+def with_short_urls(text: str, short_urls: list[Url]) -> str:
+    """``text`` with its urls replaced, in order, by ``short_urls``."""
+    if not short_urls:
+        return text
+    shortened = iter(short_urls)
+    return URL.sub(lambda _: next(shortened).shortened_url, text)
+
+
 class ComposedText(BaseModel):
     text: str
     user_mentions: list[UserMention]
@@ -47,16 +65,12 @@ class TextService:
 
     async def compose(self, text: str) -> ComposedText:
         """``text`` with short urls, its known mentions and its url pairs."""
-        usernames = list(dict.fromkeys(match[1:] for match in MENTION.findall(text)))
-        urls = URL.findall(text)
-        check_items("mentions", usernames)  # before url-shorten stores any url
-        check_items("urls", urls)
+        usernames, urls = mentions_and_urls(text)
         mentions, short_urls = await asyncio.gather(
             self._user_mentions(usernames), self._shorten(urls)
         )
-        shortened = iter(short_urls)
-        rewritten = URL.sub(lambda _: next(shortened).shortened_url, text) if urls else text
-        return ComposedText(text=rewritten, user_mentions=mentions, urls=short_urls)
+        return ComposedText(text=with_short_urls(text, short_urls), user_mentions=mentions,
+                            urls=short_urls)
 
     async def _user_mentions(self, usernames: list[str]) -> list[UserMention]:
         if not usernames:

@@ -18,6 +18,7 @@ without it is still whole, so the markers stay.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -61,6 +62,17 @@ class UserTimelineService:
         await self.entries.insert_one(
             {"user_id": user_id, "post_id": post_id, "timestamp": timestamp})
         await self.redis.zadd(str(user_id), {str(post_id): timestamp})
+
+    async def write_many(self, entries: Sequence[tuple[int, int, int]]) -> None:
+        """Add each ``(user_id, post_id, timestamp)`` as :meth:`write` does, in one insert
+        and one Redis round trip (bulk seeding: workloads/definitions/bulk.py)."""
+        if not entries:
+            return
+        await self.entries.insert_many(
+            [{"user_id": user_id, "post_id": post_id, "timestamp": timestamp}
+             for user_id, post_id, timestamp in entries])
+        await self.redis.pipeline(*(("ZADD", str(user_id), timestamp, str(post_id))
+                                    for user_id, post_id, timestamp in entries))
 
     async def remove(self, user_id: int, post_id: int) -> None:
         """Remove a post from the user's timeline, if there: MongoDB first, then Redis."""

@@ -28,10 +28,17 @@ from socialbench.cli.options import (
     ratio,
     seconds_text,
 )
+from socialbench.cli.seed import stack_rss
 from socialbench.stack.local import LocalStack, StackError
 from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
 from socialbench.stack.traced import spans_to_receiver
-from socialbench.workloads.definitions.seed import SeedError, seed_graph
+from socialbench.workloads.definitions.seed import (
+    SeedError,
+    SeedPath,
+    SeedState,
+    default_state_path,
+    seed_graph,
+)
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.bundle import Dataset, PodRecord
@@ -44,6 +51,7 @@ from socialbench.workloads.ramp.engine import (
 )
 from socialbench.workloads.ramp.job import RampJob, execute
 from socialbench.workloads.ramp.live import print_headline
+from socialbench.workloads.ramp.memory import MemoryRecord, composed_at_most, memory_warning
 
 QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
 FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
@@ -66,6 +74,52 @@ def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_va
         seed_graph(config.url, graph_spec, posts_per_user, seed_value)
 
     return reset
+
+
+def found_dataset(stack: LocalStack, url: str, users: int) -> Dataset:
+    """The data of a stack the ramp does not reset: the seeding recorded for it in the
+    local stack's data dir (socialbench seed), else unknown."""
+    record = SeedState.read(default_state_path(stack.data_dir)) if stack.serves(url) else None
+    if record is None or not record.complete or record.target != url.rstrip("/"):
+        return Dataset(fresh=False, users=users,
+                       note="the target's data as found (not reset by the ramp; use --fresh)")
+    data = record.dataset
+    return Dataset(fresh=False, graph=data.source, users=users,
+                   posts_per_user=data.posts_per_user, seed=data.seed, path=record.path.value,
+                   seeded=record, note="seeded by socialbench seed, then as found (not reset "
+                                       "by the ramp; earlier runs' composes stay)")
+
+
+def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Dataset,
+                graph_seed: int) -> MemoryRecord:
+    """The stack's memory projected for the data the ramp starts with and the posts it may
+    compose, with a warning when the machine has not that much."""
+    users, follows, posts = dataset.users, 0, 0
+    if dataset.seeded is not None:
+        data = dataset.seeded.dataset
+        users, follows, posts = data.users, data.follows, data.posts
+    elif dataset.fresh and dataset.graph is not None:
+        from socialbench.workloads.definitions.seed import SeedPlan, load_graph
+
+        data = SeedPlan.make(load_graph(dataset.graph, graph_seed), dataset.graph,
+                             dataset.posts_per_user or 0, graph_seed).dataset()
+        users, follows, posts = data.users, data.follows, data.posts
+    rates = [config.start_rate + step * config.step_rate for step in range(config.max_steps)]
+    if config.max_rate is not None:
+        rates = [min(rate, config.max_rate) for rate in rates]
+    composed = composed_at_most(config.load.workload, rates,
+                                config.step_duration_s + config.warmup_s)
+    posts += composed * (1 if dataset.fresh else config.repeat)
+    local = stack.serves(url)
+    limit = None
+    if local:
+        limit = stack.config.memcached_memory_mb * stack.config.memcached_instances * 2**20
+    rss = stack_rss(stack) if local else 0
+    warning = memory_warning(users, follows, posts, memcached_limit=limit, stack_rss=rss,
+                             what=f"the stack with {users:,} users, {follows:,} follows and "
+                                  f"{posts:,} posts (the ramp's composes included)")
+    return MemoryRecord.of(users, follows, posts, memcached_limit=limit, stack_rss=rss,
+                           warning=warning)
 
 
 def release_pods(release: str, namespace: str, console: Console
@@ -248,11 +302,12 @@ def ramp(
                                  param_hint="--trace-ratio")
     dataset = (
         Dataset(fresh=True, graph=graph, users=load.users, posts_per_user=posts_per_user,
-                seed=graph_seed)
-        if fresh else
-        Dataset(fresh=False, users=load.users,
-                note="the target's data as found (not reset by the ramp; use --fresh)")
+                seed=graph_seed, path=SeedPath.API.value)
+        if fresh else found_dataset(stack, url, load.users)
     )
+    memory = ramp_memory(stack, url, config, dataset, graph_seed)
+    if memory.warning:
+        console.print(f"[bold yellow]warning[/]: {memory.warning}", soft_wrap=True)
     traced = contextlib.ExitStack()  # with --trace-ratio: the stack traced, until the end
     try:
         spans = None if trace_ratio is None else traced.enter_context(
@@ -282,6 +337,7 @@ def ramp(
                           placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
         if fresh else None, placement=placed,
         quiet=quiet, check=check_hook(stack, url, console) if local else None, spans=spans,
+        memory=memory,
     )
     try:
         with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),

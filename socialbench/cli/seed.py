@@ -1,18 +1,117 @@
-"""``socialbench seed``: load a social graph into a running stack."""
+"""``socialbench seed``: load a social graph into a running stack.
+
+The logic is :mod:`socialbench.workloads.definitions.seed` (and ``bulk`` for
+``--path bulk``); this module gives the bulk path the local stack's per-service store
+addresses, keeps the progress in ``<data dir>/seed-state.json`` (``--state``), warns when
+the stack would not fit in the machine's memory, and prints what was done.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
+import psutil
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from socialbench import registry
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.registry import ServiceSpec
+from socialbench.runtime.settings import Settings
+from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions import graph as graphs
-from socialbench.workloads.definitions.seed import DEFAULT_CONCURRENCY, seed
+from socialbench.workloads.definitions.seed import (
+    DEFAULT_CONCURRENCY,
+    STATE_FILE,
+    BulkExecutor,
+    Executor,
+    SeedDataset,
+    SeedError,
+    SeedInterrupted,
+    SeedPath,
+    SeedPlan,
+    SeedReport,
+    default_state_path,
+    journal_dir,
+    seed,
+)
+from socialbench.workloads.ramp.memory import memory_warning
 
 console = Console()
+# The bulk path's connections per store client of each service: its calls are few and
+# large, and a client picks a connection by scanning its pool.
+BULK_POOLS: dict[str, Any] = {
+    "redis_pool_size": 4, "memcached_pool_size": 4, "mongodb_pool_size": 8}
+
+
+def service_settings(stack: LocalStack) -> Callable[[ServiceSpec], Settings]:
+    """Each service's settings as the local stack starts it: its stores' addresses (of the
+    stack's store layout)."""
+    config = stack.config
+    prefix = registry.ENV_PREFIX
+
+    def settings_of(spec: ServiceSpec) -> Settings:
+        env = config.service_env(spec)
+        fields: dict[str, Any] = {name[len(prefix):].lower(): value
+                                  for name, value in env.items() if name.startswith(prefix)}
+        return Settings(**fields, **BULK_POOLS)
+
+    return settings_of
+
+
+def stack_rss(stack: LocalStack) -> int:
+    """The resident memory of every process of the running local stack (0: not running)."""
+    state = stack.running_state()
+    if state is None:
+        return 0
+    total = 0
+    for component in state.components:
+        if component.pid is None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(component.pid)
+            for process in (root, *root.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    total += process.memory_info().rss
+    return total
+
+
+def seed_memory_warning(dataset: SeedDataset, stack: LocalStack | None) -> str | None:
+    """The warning when the stack would outgrow the machine's memory with ``dataset``."""
+    limit = None
+    if stack is not None:
+        config = stack.config
+        limit = config.memcached_memory_mb * config.memcached_instances * 1024 * 1024
+    return memory_warning(dataset.users, dataset.follows, dataset.posts,
+                          memcached_limit=limit,
+                          stack_rss=stack_rss(stack) if stack is not None else 0,
+                          what=f"the stack with {dataset.graph} and {dataset.posts:,} posts")
+
+
+def bulk_executor(stack: LocalStack, state_path: Path) -> BulkExecutor:
+    from socialbench.workloads.definitions.bulk import InProcessServices
+
+    return BulkExecutor(InProcessServices(service_settings(stack)), journal_dir(state_path))
+
+
+def print_report(report: SeedReport, out: Console) -> None:
+    record = report.record
+    table = Table("phase", "items", "ok", "already there", "failed", "time", "rate")
+    for phase, counts in report.counts.items():
+        failed = {k: n for k, n in counts.items() if k not in ("ok", "exists")}
+        whole = record.phases[phase] if record is not None else None
+        rate = whole.rate() if whole is not None else None
+        table.add_row(phase, f"{whole.items:,}" if whole else "", f"{counts['ok']:,}",
+                      f"{counts['exists']:,}",
+                      ", ".join(f"{k}: {n}" for k, n in failed.items()) or "0",
+                      f"{whole.elapsed_s:,.1f} s" if whole else "",
+                      f"{rate:,.0f}/s" if rate else "")
+    out.print(table)
 
 
 def seed_command(
@@ -21,29 +120,73 @@ def seed_command(
              "twitter[:USERS[:MEAN_FOLLOWS]] (directed, Twitter's heavy-tailed "
              "followers), a .mtx file, or the original's <name>.nodes/.edges pair.")]
     = "synthetic",
-    url: Annotated[str, typer.Option(help="Front end of the stack.")] = "http://127.0.0.1:8080",
+    url: Annotated[str | None, typer.Option(
+        help="Front end of the stack (default: the local stack's in --data-dir).")] = None,
     posts_per_user: Annotated[int, typer.Option(
         min=0, help="Each user composes 0..N posts (0: none).")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")]
-    = DEFAULT_CONCURRENCY,
+    path: Annotated[SeedPath, typer.Option(
+        "--path", help="api: through the front end, a request per item. bulk: the "
+        "services' own logic in this process on the local stack's stores, many items per "
+        "call (for 100k+ users and millions of posts).")] = SeedPath.API,
+    concurrency: Annotated[int, typer.Option(
+        min=1, help="Requests in flight (--path api).")] = DEFAULT_CONCURRENCY,
     seed_value: Annotated[int, typer.Option("--seed", help="RNG seed (graph and posts).")] = 1,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    state: Annotated[Path | None, typer.Option(
+        help=f"Progress file: an interrupted seeding run again with the same arguments "
+             f"continues from it (default: <data dir>/{STATE_FILE}).")] = None,
+    restart: Annotated[bool, typer.Option(
+        "--restart", help="Ignore the progress file: seed everything again.")] = False,
 ) -> None:
-    """Register users 0..N-1, follow every edge both ways, optionally compose posts."""
+    """Register users 0..N-1, follow every edge (both ways unless directed), optionally
+    compose posts; resumable, with progress."""
+    stack = LocalStack(data_dir)
+    target = (url or stack.config.url).rstrip("/")
+    state_path = state or default_state_path(data_dir)
+    if path is SeedPath.BULK and stack.running_state() is None:
+        raise typer.BadParameter(f"--path bulk writes the stores of the local stack in "
+                                 f"{data_dir}, which is not running (socialbench up)",
+                                 param_hint="--path")
+    if path is SeedPath.BULK and not stack.serves(target):
+        raise typer.BadParameter(f"--path bulk seeds the local stack in {data_dir}, and "
+                                 f"{target} is not its front end", param_hint="--path/--url")
     try:
         social_graph = graphs.load(graph, seed=seed_value)
     except (graphs.GraphFormatError, OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--graph") from None
+    plan = SeedPlan.make(social_graph, graph, posts_per_user, seed_value)
+    dataset = plan.dataset()
     how = "one way" if social_graph.directed else "both ways"
-    console.print(f"Seeding {social_graph.name}: {social_graph.node_count:,} users, "
-                  f"{len(social_graph.edges):,} edges (followed {how}: "
-                  f"{social_graph.follows:,} follows) into {url}")
-    report = asyncio.run(seed(url, social_graph, posts_per_user=posts_per_user,
-                              concurrency=concurrency, seed_value=seed_value))
-    table = Table("phase", "ok", "already there", "failed")
-    for phase, counts in report.counts.items():
-        failed = {k: n for k, n in counts.items() if k not in ("ok", "exists")}
-        table.add_row(phase, str(counts["ok"]), str(counts["exists"]),
-                      ", ".join(f"{k}: {n}" for k, n in failed.items()) or "0")
-    console.print(table)
+    console.print(f"Seeding {social_graph.name}: {dataset.users:,} users, "
+                  f"{dataset.edges:,} edges (followed {how}: {dataset.follows:,} follows), "
+                  f"{dataset.posts:,} posts into {target} (--path {path.value})")
+    warning = seed_memory_warning(dataset, stack if stack.serves(target) else None)
+    if warning:
+        console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
+    executor: Executor | None = (bulk_executor(stack, state_path)
+                                 if path is SeedPath.BULK else None)
+    try:
+        report = asyncio.run(seed(target, social_graph, posts_per_user=posts_per_user,
+                                  concurrency=concurrency, seed_value=seed_value,
+                                  source=graph, executor=executor, state_path=state_path,
+                                  restart=restart, console=console))
+    except SeedInterrupted as exc:
+        console.print(f"[bold yellow]Stopped[/]: {exc}", soft_wrap=True)
+        raise typer.Exit(130) from None
+    except SeedError as exc:
+        console.print(f"[bold red]error[/]: {exc}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    record = report.record
+    if report.already_done and record is not None:
+        console.print(f"Already seeded (recorded in {state_path}, --path {record.path.value}): "
+                      f"{record.summary()}. --restart seeds it again.", soft_wrap=True)
+        return
+    if report.resumed:
+        console.print(f"Continued the seeding recorded in {state_path}.")
+    print_report(report, console)
+    if record is not None and record.complete:
+        console.print(f"Seeded with --path {record.path.value} in {record.runs} run(s): "
+                      f"{record.summary()}", soft_wrap=True)
     if report.failures:
+        console.print("Some items failed: run the same command again to retry them.")
         raise typer.Exit(1)

@@ -22,6 +22,7 @@ import psutil
 from socialbench import registry
 from socialbench.stack import launcher
 from socialbench.stack.servers import store_durability
+from socialbench.workloads.definitions.seed import default_state_path, journal_dir
 from socialbench.workloads.driver.config import Target
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.ramp.bundle import StackRecord
@@ -84,6 +85,10 @@ class LocalStack:
                 shutil.rmtree(store_dir, ignore_errors=True)
             # New stores, new login secret: no token of a deleted user stays valid.
             (self.data_dir / launcher.SECRET_FILE).unlink(missing_ok=True)
+            # ... and no record of a seeding of the stores that are gone.
+            seed_state = default_state_path(self.data_dir)
+            seed_state.unlink(missing_ok=True)
+            shutil.rmtree(journal_dir(seed_state), ignore_errors=True)
         config = config.with_worker_cpus()
         config.log_dir.mkdir(parents=True, exist_ok=True)
         launcher.plan(config)  # raises ServerNotInstalled here, before anything starts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -11,13 +13,19 @@ from tests.support import socialbench
 pytestmark = pytest.mark.e2e
 
 
-def test_seed_registers_users_and_follows_both_ways_and_is_safe_twice(base_url: str) -> None:
+def test_seed_registers_users_and_follows_both_ways_and_is_safe_twice(
+        base_url: str, tmp_path: Path) -> None:
     source = "synthetic:40:3"
-    first = socialbench("seed", "--graph", source, "--url", base_url, "--seed", "7")
+    args = ("seed", "--graph", source, "--url", base_url, "--seed", "7",
+            "--data-dir", str(tmp_path))
+    first = socialbench(*args)
     assert first.returncode == 0, first.stdout + first.stderr
-    again = socialbench("seed", "--graph", source, "--url", base_url, "--seed", "7")
+    assert "--path api" in first.stdout
+    recorded = socialbench(*args)
+    assert recorded.returncode == 0 and "Already seeded" in recorded.stdout, recorded.stdout
+    again = socialbench(*args, "--restart")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "already" in again.stdout
+    assert "already there" in again.stdout and "40 " in again.stdout
 
     seeded = graph.load(source, seed=7)
     neighbours: dict[int, set[int]] = {}
@@ -41,10 +49,11 @@ def _login(client: httpx.Client, user: int) -> None:
     assert login.status_code in (302, 303), login.text
 
 
-def test_a_heavy_tailed_directed_graph_is_seeded_one_way(base_url: str) -> None:
+def test_a_heavy_tailed_directed_graph_is_seeded_one_way(base_url: str, tmp_path: Path
+                                                         ) -> None:
     source = "twitter:1500:6"
     seeded = socialbench("seed", "--graph", source, "--url", base_url, "--seed", "11",
-                         "--concurrency", "16")
+                         "--concurrency", "16", "--data-dir", str(tmp_path))
     assert seeded.returncode == 0, seeded.stdout + seeded.stderr
     assert "followed one way" in seeded.stdout
 

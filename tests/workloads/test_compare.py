@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from typer.testing import CliRunner
 
 from socialbench.cli import app
 from socialbench.workloads.definitions.check import CheckResult
-from socialbench.workloads.ramp.bundle import BundleError, StepRecord, read_bundle
+from socialbench.workloads.definitions.seed import SeedDataset, SeedPath, SeedRecord
+from socialbench.workloads.ramp.bundle import BundleError, Dataset, StepRecord, read_bundle
 from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
 from socialbench.workloads.ramp.compare import (
     COMPARE_PLOT,
@@ -225,3 +227,42 @@ def test_stores_of_other_sizes_differ_and_a_ramps_own_posts_do_not(
     (size,) = [d for d in grown.differences if d.name == "data size"]
     assert size.values == ("10,000 posts, 37,680 follow edges",
                            "1,000,000 posts, 37,680 follow edges")
+
+
+def seeded_record(source: str, seed: int, posts_per_user: int) -> SeedRecord:
+    dataset = SeedDataset(graph=f"{source}-{seed}", source=source, users=1000, edges=5000,
+                          follows=5000, directed=True, posts_per_user=posts_per_user,
+                          posts=1000 * posts_per_user // 2, seed=seed)
+    return SeedRecord(dataset=dataset, path=SeedPath.BULK, target="http://127.0.0.1:8080",
+                      phases={}, complete=True, started_at=datetime.now(UTC))
+
+
+def test_compare_refuses_runs_on_other_seeded_data_unless_forced(
+    two_bundles: tuple[Path, Path]
+) -> None:
+    base, other = two_bundles
+    dataset = read_bundle(base).manifest.dataset
+
+    def seeded(source: str, seed: int, posts_per_user: int) -> Dataset:
+        return dataset.model_copy(update={"fresh": False, "graph": source, "seed": seed,
+                                          "posts_per_user": posts_per_user,
+                                          "seeded": seeded_record(source, seed, posts_per_user)})
+
+    plant(base, manifest={"dataset": seeded("twitter:1000:5", 1, 20)})
+    plant(other, manifest={"dataset": seeded("twitter:1000:5", 1, 20)})
+    same = compare([base, other])
+    assert isinstance(same, Comparison)
+    assert "dataset" not in {d.name for d in same.differences}
+
+    plant(other, manifest={"dataset": seeded("twitter:1000:5", 2, 20)})
+    with pytest.raises(IncomparableError, match=r"dataset differs .*seed 1.*seed 2"):
+        compare([base, other])
+    forced = compare_ramps([base, other], force=True)
+    (named,) = [d for d in forced.differences if d.name == "dataset"]
+    assert named.refuses and "seeded by --path bulk" in named.values[0]
+
+    # A run on data it does not know is compared, the difference named as before.
+    plant(other, manifest={"dataset": dataset.model_copy(update={"graph": None, "seed": None})})
+    unknown = compare([base, other])
+    assert isinstance(unknown, Comparison)
+    assert "dataset" not in {d.name for d in unknown.differences}

@@ -8,6 +8,7 @@ Same users, same shapes, same bodies byte for byte (form bodies that are not url
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from socialbench.workloads.definitions.core import FORM_CONTENT_TYPE, Request, register
 
@@ -64,8 +65,29 @@ def _random_string(rng: random.Random, alphabet: str, length: int) -> str:
     return letters[:length].decode()
 
 
-def compose_post_body(rng: random.Random, user_id: int, users: int) -> str:
-    """The form body of one post by ``user_id``, drawn as compose-post.lua draws it.
+@dataclass(frozen=True)
+class PostFields:
+    """What ``/wrk2-api/post/compose`` is sent: a post to compose."""
+
+    username: str
+    user_id: int
+    text: str
+    media_ids: list[str]
+    media_types: list[str]
+    post_type: int = 0
+
+    def form_body(self) -> str:
+        """The form body, as the original's Lua script writes it (not url-encoded)."""
+        media_ids = ",".join(f'"{media_id}"' for media_id in self.media_ids)
+        media_types = ",".join(f'"{media_type}"' for media_type in self.media_types)
+        return (
+            f"username={self.username}&user_id={self.user_id}&text={self.text}"
+            f"&media_ids=[{media_ids}]&media_types=[{media_types}]&post_type={self.post_type}"
+        )
+
+
+def draw_post(rng: random.Random, user_id: int, users: int) -> PostFields:
+    """One post by ``user_id``, drawn as compose-post.lua draws it.
 
     256 random characters, then 1-6 `` @username_<j>`` (j != user_id), then 1-6
     `` http://`` + 64 random characters; 1-5 random 18-digit media ids, all ``"png"``.
@@ -79,12 +101,14 @@ def compose_post_body(rng: random.Random, user_id: int, users: int) -> str:
     for _ in range(rng.randint(*URLS)):
         parts.append(" http://" + _random_string(rng, ALPHANUMERIC, URL_LENGTH))
     media = rng.randint(*MEDIA)
-    media_ids = ",".join(f'"{_random_string(rng, DIGITS, MEDIA_ID_LENGTH)}"' for _ in range(media))
-    media_types = ",".join(['"png"'] * media)
-    return (
-        f"username=username_{user_id}&user_id={user_id}&text={''.join(parts)}"
-        f"&media_ids=[{media_ids}]&media_types=[{media_types}]&post_type=0"
-    )
+    media_ids = [_random_string(rng, DIGITS, MEDIA_ID_LENGTH) for _ in range(media)]
+    return PostFields(f"username_{user_id}", user_id, "".join(parts), media_ids,
+                      ["png"] * media)
+
+
+def compose_post_body(rng: random.Random, user_id: int, users: int) -> str:
+    """The form body of one post by ``user_id`` (:func:`draw_post`)."""
+    return draw_post(rng, user_id, users).form_body()
 
 
 @register("compose-post")

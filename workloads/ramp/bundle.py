@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from socialbench import __version__, registry
 from socialbench.workloads.definitions.check import CheckResult
+from socialbench.workloads.definitions.seed import SeedRecord
 from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
 from socialbench.workloads.driver.placement import Placement
@@ -57,6 +58,7 @@ from socialbench.workloads.ramp.engine import (
     StepRun,
     StopReason,
 )
+from socialbench.workloads.ramp.memory import MemoryRecord
 from socialbench.workloads.ramp.spans import (
     SERVICE_TIME_COLUMNS,
     SERVICE_TIME_CSV,
@@ -90,6 +92,22 @@ class Dataset(Strict):
     posts_per_user: int | None = None
     seed: int | None = Field(default=None, description="Seed of the graph and its posts.")
     note: str = ""
+    path: str | None = Field(
+        default=None, description="How the graph was seeded: api (through the front end) or "
+                                  "bulk (the services' logic in process); None: not known.")
+    seeded: SeedRecord | None = Field(
+        default=None, description="The seeding the stack's data came from (socialbench "
+                                  "seed's record: dataset, path, time), when known.")
+
+    def identity(self) -> tuple[str, int | None, int | None] | None:
+        """What makes two datasets the same: graph, seed and posts per user (None: the
+        data is not known)."""
+        if self.seeded is not None:
+            data = self.seeded.dataset
+            return data.source, data.seed, data.posts_per_user
+        if self.graph is not None:
+            return self.graph, self.seed, self.posts_per_user
+        return None
 
 
 class StackRecord(Strict):
@@ -189,6 +207,10 @@ class Manifest(Strict):
     placement: Placement | None = Field(
         default=None, description="Which CPUs the driver had and which the stack had "
                                   "(--cpu-placement); None: not recorded (an older bundle).")
+    memory: MemoryRecord | None = Field(
+        default=None, description="The stack's memory per 100k users and posts (measured "
+                                  "figures), projected for this run's data, and the "
+                                  "machine's; None: an older bundle.")
 
 
 class ComponentRecord(Strict):

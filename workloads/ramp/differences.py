@@ -1,8 +1,9 @@
 """What differs between ramp bundles, besides the machine: the apples-to-oranges list.
 
 ``socialbench compare`` prints these above its tables. Two runs measured against
-different SLAs or workloads answer different questions, so compare refuses them unless
-forced; every other difference (step duration, warm-up, placement, data, store layout,
+different SLAs or workloads, or on datasets seeded from another graph, seed or number of
+posts, answer different questions, so compare refuses them unless forced; every other
+difference (step duration, warm-up, placement, data, store layout,
 code version, driver settings, the hosts' calibrations) changes the number and is named,
 so the reader knows what the ratio measures.
 """
@@ -84,6 +85,31 @@ def data_size_difference(bundles: Sequence[Bundle]) -> Difference | None:
     return None
 
 
+def _seeded(bundle: Bundle) -> str:
+    dataset = bundle.manifest.dataset
+    identity = dataset.identity()
+    if identity is None:
+        return "not known"
+    graph, seed, posts_per_user = identity
+    described = f"graph {graph}, seed {seed}, 0..{posts_per_user} posts per user"
+    if dataset.seeded is not None:
+        data = dataset.seeded.dataset
+        described += (f" ({data.users:,} users, {data.follows:,} follows, {data.posts:,} "
+                      f"posts, seeded by --path {dataset.seeded.path.value})")
+    return described
+
+
+def dataset_difference(bundles: Sequence[Bundle]) -> Difference | None:
+    """Datasets seeded from other graphs, seeds or post counts: refused (two runs on other
+    data measure other things). A bundle that does not know its data is not compared."""
+    identities = [bundle.manifest.dataset.identity() for bundle in bundles]
+    known = {identity for identity in identities if identity is not None}
+    if len(known) < 2:
+        return None
+    return Difference("dataset", tuple(_seeded(bundle) for bundle in bundles), True,
+                      "other data: another graph, seed or number of posts")
+
+
 def _store_layout(bundle: Bundle) -> str:
     stack = bundle.manifest.stack
     software = bundle.manifest.software
@@ -153,9 +179,9 @@ def differences(bundles: Sequence[Bundle]) -> list[Difference]:
         values = tuple(read(bundle) for bundle in bundles)
         if len(set(values)) > 1:
             found.append(Difference(name, values, refuses, why))
-    size = data_size_difference(bundles)
-    if size is not None:
-        found.append(size)
+    for difference in (dataset_difference(bundles), data_size_difference(bundles)):
+        if difference is not None:
+            found.append(difference)
     baseline = bundles[0]
     drift = baseline.summary.host_drift or DEFAULT_HOST_DRIFT
     speeds = [host_speed_ratio(bundle, baseline) for bundle in bundles]

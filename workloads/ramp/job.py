@@ -33,6 +33,7 @@ from socialbench.workloads.ramp.engine import (
     SamplerFactory,
 )
 from socialbench.workloads.ramp.live import LiveView
+from socialbench.workloads.ramp.memory import MemoryRecord
 from socialbench.workloads.ramp.otlp import SpanReceiver
 
 
@@ -72,6 +73,8 @@ class RampJob:
     placement: Placement | None = None
     # Told of the ramp's progress after the live view and the bundle writer.
     observers: Sequence[RampObserver] = ()
+    # The stack's memory: the figures, projected for the run's data (the manifest's).
+    memory: MemoryRecord | None = None
 
 
 @dataclass
@@ -112,6 +115,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
         resources_source=job.resources_source,
         energy_source=energy_source(job.power_cmd),
         placement=job.placement,
+        memory=job.memory,
     )
     ramp = Ramp(job.config, sampler=job.sampler, power_cmd=job.power_cmd, reset=job.reset)
     directory = bundle_dir(job.results_dir, job.label)

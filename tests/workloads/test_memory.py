@@ -1,0 +1,58 @@
+"""The stack's memory projected from the measured figures, and the warning before a run
+that would not fit (workloads/ramp/memory.py)."""
+
+from __future__ import annotations
+
+import psutil
+
+from socialbench.workloads.ramp import memory
+from socialbench.workloads.ramp.memory import (
+    GROWTH,
+    MEASURED_FANOUT,
+    MemoryRecord,
+    composed_at_most,
+    memory_warning,
+    project,
+)
+
+
+def test_the_projection_grows_with_the_data_and_memcached_stops_at_its_limit() -> None:
+    empty = project(0, 0, 0)
+    assert empty == {kind: growth.empty for kind, growth in GROWTH.items()}
+    small, large = project(100_000, 4_000_000, 100_000), project(100_000, 4_000_000, 1_000_000)
+    assert all(large[kind] >= small[kind] >= empty[kind] for kind in GROWTH)
+    assert large["redis"] - small["redis"] > 5 * GROWTH["redis"].per_100k_posts
+    capped = project(100_000, 4_000_000, 1_000_000, memcached_limit=64 * memory.MiB)
+    assert capped["memcached"] == GROWTH["memcached"].empty + 64 * memory.MiB
+    assert capped["redis"] == large["redis"]
+
+
+def test_a_wider_fan_out_costs_redis_more() -> None:
+    at_measured = project(100_000, 0, 1_000_000, fanout=MEASURED_FANOUT)
+    wider = project(100_000, 0, 1_000_000, fanout=4 * MEASURED_FANOUT)
+    assert wider["redis"] > 3 * at_measured["redis"] - 3 * GROWTH["redis"].empty
+    assert wider["mongodb"] == at_measured["mongodb"]
+
+
+def test_a_run_that_does_not_fit_is_warned_of_and_one_that_does_is_not() -> None:
+    assert memory_warning(1_000, 10_000, 1_000) is None
+    total = psutil.virtual_memory().total
+    posts = int(2 * total / (GROWTH["redis"].per_100k_posts / 100_000))
+    warning = memory_warning(100_000, 4_000_000, posts, what="the planned data")
+    assert warning is not None
+    assert warning.startswith("the planned data would need about")
+    assert "redis" in warning and memory.MEASURED_AT in warning
+
+
+def test_a_ramp_composes_a_tenth_of_its_mixed_requests() -> None:
+    assert composed_at_most("mixed", [100.0, 200.0], 10.0) == 300
+    assert composed_at_most("compose-post", [100.0], 10.0) == 1000
+    assert composed_at_most("read-home-timeline", [100.0], 10.0) == 0
+
+
+def test_the_record_carries_the_figures_and_the_projection() -> None:
+    record = MemoryRecord.of(100_000, 4_000_000, 1_000_000, stack_rss=1)
+    assert record.growth["redis"]["per_100k_posts"] == GROWTH["redis"].per_100k_posts
+    assert record.projected == project(100_000, 4_000_000, 1_000_000)
+    assert record.machine_bytes == psutil.virtual_memory().total and record.stack_bytes == 1
+    assert MemoryRecord.model_validate_json(record.model_dump_json()) == record
