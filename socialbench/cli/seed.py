@@ -43,10 +43,12 @@ from socialbench.workloads.definitions.seed import (
 from socialbench.workloads.ramp.memory import memory_warning
 
 console = Console()
-# The bulk path's connections per store client of each service: its calls are few and
-# large, and a client picks a connection by scanning its pool.
-BULK_POOLS: dict[str, Any] = {
-    "redis_pool_size": 4, "memcached_pool_size": 4, "mongodb_pool_size": 8}
+# The bulk path's store clients: few connections (its calls are few and large, and a client
+# picks a connection by scanning its pool), and a minute for a call (a batch of a thousand
+# documents waits behind others on a busy FerretDB: 10 s timed out under load).
+BULK_SETTINGS: dict[str, Any] = {
+    "redis_pool_size": 4, "memcached_pool_size": 4, "mongodb_pool_size": 8,
+    "store_call_timeout_s": 60.0}
 
 
 def service_settings(stack: LocalStack) -> Callable[[ServiceSpec], Settings]:
@@ -59,7 +61,7 @@ def service_settings(stack: LocalStack) -> Callable[[ServiceSpec], Settings]:
         env = config.service_env(spec)
         fields: dict[str, Any] = {name[len(prefix):].lower(): value
                                   for name, value in env.items() if name.startswith(prefix)}
-        return Settings(**fields, **BULK_POOLS)
+        return Settings(**fields, **BULK_SETTINGS)
 
     return settings_of
 

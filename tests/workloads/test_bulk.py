@@ -12,13 +12,15 @@ import pytest
 
 from socialbench.registry import ServiceSpec
 from socialbench.runtime.mongodb_client import DuplicateKeyError, MongoClient
+from socialbench.runtime.pipelining import StoreConnectionError
 from socialbench.runtime.settings import Settings
 from socialbench.services.home_timeline import timeline_key
-from socialbench.stack.servers import ServerCommand
+from socialbench.stack.servers import ServerCommand, free_port
 from socialbench.workloads.definitions.bulk import (
     CoalescingCollection,
     InProcessServices,
     Published,
+    UndoFailed,
 )
 from socialbench.workloads.definitions.socialnetwork import PostFields
 
@@ -121,3 +123,28 @@ async def test_composed_in_bulk_as_one_by_one(services: InProcessServices) -> No
     members = await redis.zrevrange(timeline_key(fan), 0, -1)
     assert [int(m) for m in members] == [int(one_id)]
     assert await posts.count_documents({"post_id": {"$in": [int(i) for i in ids]}}) == 0
+
+
+async def test_a_failed_write_undoes_the_batch_and_a_failed_undo_is_not_taken_for_done(
+        services: InProcessServices) -> None:
+    base = random.randrange(10**9, 10**12)
+    for user in (base, base + 1):
+        await services.register(user, "f", "l", f"username_{user}", "p")
+    timelines = services.logic["user-timeline"]
+    working = timelines.entries
+    unreachable = MongoClient.from_url(f"mongodb://127.0.0.1:{free_port()}", max_connections=1,
+                                       connect_timeout_s=0.5, call_timeout_s=2)
+    timelines.entries = unreachable["user-timeline"]["user-timeline"]
+    try:
+        journaled: list[Published] = []
+        [outcome] = await services.compose_many([post_by(base, base + 1, "http://a.example")],
+                                                journaled.extend)
+        assert isinstance(outcome, StoreConnectionError)
+        posts = services.logic["post-storage"].posts
+        assert await posts.count_documents({"post_id": journaled[0].post_id}) == 0
+        with pytest.raises(UndoFailed, match="1 removals of 1 posts failed"):
+            await services.undo(journaled)
+    finally:
+        timelines.entries = working
+        await unreachable.close()
+    await services.undo(journaled)  # the store is back: undone

@@ -22,12 +22,17 @@ written here: it is all the services' code. The stores are the ones each service
 configured with (``settings_of``: the local stack's per-service addresses, whatever its
 store layout).
 
-Why (measured on this 2-core VM, a loaded one: load average 4-7 from other work,
-2026-12-04, twitter:10000:10 through nginx, 32 requests in flight): the API path
-registered 657 users/s, followed 1,328 edges/s and composed 215 posts/s, so 100,000 users,
-5 million follows and a million posts would take about 2.4 hours. FerretDB takes inserts
-in batches of 1,000 at 9,000-24,000 documents/s, one at a time at a few hundred per
-caller: coalescing is what makes the bulk path fast. See docs/data-at-scale.md.
+Why, measured on this 2-core VM (2026-12-04, shared with other work; docs/data-at-scale.md):
+on twitter:10000:10 with 2 posts per user, alternated runs, the API path registered
+1,293-1,354 users/s, followed 1,717-1,727 edges/s and composed 308-332 posts/s; this path
+6,244-8,275, 11,714-16,446 and 1,102-1,529. At 100,000 users, 4.08 million follows and a
+million posts it took 22.5 minutes (6,492 users/s, 9,336 follows/s, 1,126 posts/s), where
+the API path would take about 1.6 hours. It is CPU-bound: per post about 0.74 ms of this
+process, 0.54 ms of FerretDB and 0.19 ms of Redis. FerretDB takes a thousand documents in
+one insert at 9,000-24,000 documents/s, where one at a time is a round trip each (0.7 ms
+at p50 from one caller, docs/ferretdb.md): coalescing is what keeps it busy. An author's
+posts are fanned out together (``HomeTimelineService.write_many``): posts/s at 100k users
+went from 650-750 to 920-990.
 """
 
 from __future__ import annotations
@@ -91,6 +96,11 @@ class Published:
     mentioned: list[int]
 
 
+class UndoFailed(RuntimeError):
+    """Some of compose-post's removals failed: the posts may still be in part in the stores."""
+
+
+UNDO_AT_ONCE = 32  # posts undone at once
 MAX_BATCH = 1000  # documents per coalesced insert_many (FerretDB's best, measured above)
 MAX_WRITES_IN_FLIGHT = 2  # coalesced inserts per collection at once
 
@@ -397,14 +407,28 @@ class InProcessServices:
             undo.append((p, not taken))
             outcomes.append(failed)
         if undo:
-            compose = self.logic["compose-post"]
-            await asyncio.gather(*(compose._undo(p.post_id, p.user_id, p.mentioned, post=post)
-                                   for p, post in undo))
+            await self._undo(undo)
         return outcomes
 
     async def undo(self, published: Sequence[Published]) -> None:
         """Remove posts that may have been published in part (compose-post's own undo):
-        their timeline entries, then the posts."""
+        their timeline entries, then the posts; :class:`UndoFailed` if a removal failed
+        (compose-post logs and counts it), so that nothing is taken for undone that is not."""
         compose = self.logic["compose-post"]
-        await asyncio.gather(*(compose._undo(p.post_id, p.user_id, p.mentioned, post=True)
-                               for p in published))
+        failed_before = compose.errors[compose_post.COMPENSATION_FAILED]
+        await self._undo([(p, True) for p in published])
+        failed = compose.errors[compose_post.COMPENSATION_FAILED] - failed_before
+        if failed:
+            raise UndoFailed(f"{failed} removals of {len(published)} posts failed (logged)")
+
+    async def _undo(self, posts: Sequence[tuple[Published, bool]]) -> None:
+        """compose-post's undo of each post (and of the post itself where True), a few at a
+        time: thousands at once would queue each store past its call timeout."""
+        compose = self.logic["compose-post"]
+        semaphore = asyncio.Semaphore(UNDO_AT_ONCE)
+
+        async def undo_one(p: Published, post: bool) -> None:
+            async with semaphore:
+                await compose._undo(p.post_id, p.user_id, p.mentioned, post=post)
+
+        await asyncio.gather(*(undo_one(p, post) for p, post in posts))

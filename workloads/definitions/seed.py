@@ -506,8 +506,12 @@ class BulkExecutor:
                 with contextlib.suppress(ValueError):  # a line cut by the kill
                     post_id, user_id, mentioned = json.loads(line)
                     published.append(Published(post_id, user_id, mentioned))
-            for start in range(0, len(published), self.batch["posts"]):
-                await self.services.undo(published[start:start + self.batch["posts"]])
+            try:
+                await self.services.undo(published)
+            except Exception as exc:  # the journal stays: the next run undoes them again
+                raise SeedError(f"undoing the {len(published)} posts of unfinished chunk "
+                                f"{chunk} (to compose them again): {exc}; run the same "
+                                "command again") from exc
             path.unlink()
         return posts
 
