@@ -246,6 +246,12 @@ def test_the_command_repeats_stops_at_max_rate_and_writes_a_bundle(
     placement = json.loads((bundle / "manifest.json").read_text())["placement"]
     assert placement["mode"] == "split" and placement["driver_cpus"] == [0]
     assert placement["stack_cpus"] is None  # not the local stack
+    # The stack's memory projected for its data (unknown: the workload's users, no posts
+    # composed by a url workload), with the measured figures and the machine's memory.
+    memory = json.loads((bundle / "manifest.json").read_text())["memory"]
+    assert memory["posts"] == 0 and memory["stack_bytes"] == 0 and memory["warning"] is None
+    assert set(memory["projected"]) == set(memory["growth"]) >= {"redis", "mongodb"}
+    assert memory["machine_bytes"] > memory["available_bytes"] > 0
     html = (bundle / "report.html").read_text()
     assert "Run-to-run variation" in html and "The driver's verdict" in html
     assert "driver-cpu: a driver process used 85% or more of a core" in html
