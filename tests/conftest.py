@@ -26,23 +26,14 @@ from socialbench.stack.servers import (
     redis_replica_command,
     wait_replicas_linked,
 )
-from tests.support import socialbench
-
-
-def _run(command: ServerCommand, log_dir: Path) -> Iterator[ServerCommand]:
-    server = ServerProcess(command, log_dir / f"{command.name}.log")
-    try:
-        server.wait_ready()
-        yield command
-    finally:
-        server.stop()
+from tests.support import serving, socialbench
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCommand]:
     """A real redis-server; yields its command (``.host``, ``.port``, ``.address``)."""
     data = tmp_path_factory.mktemp("redis")
-    yield from _run(redis_command(free_port(), data), data)
+    yield from serving(redis_command(free_port(), data), data)
 
 
 @pytest.fixture(scope="session")
@@ -98,14 +89,14 @@ def redis_primary_and_replica(
 def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCommand]:
     """A real memcached."""
     data = tmp_path_factory.mktemp("memcached")
-    yield from _run(memcached_command(free_port(), memory_mb=64, threads=2), data)
+    yield from serving(memcached_command(free_port(), memory_mb=64, threads=2), data)
 
 
 @pytest.fixture(scope="session")
 def mongodb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCommand]:
     """A real MongoDB-wire server: mongod if on PATH, else FerretDB (SQLite)."""
     data = tmp_path_factory.mktemp("mongodb")
-    yield from _run(mongodb_command(free_port(), data / "db"), data)
+    yield from serving(mongodb_command(free_port(), data / "db"), data)
 
 
 @pytest.fixture

@@ -8,25 +8,15 @@ import pytest
 
 from socialbench.stack.servers import (
     ServerCommand,
-    ServerProcess,
     free_port,
     mongodb_command,
     mongodb_flavour,
     redis_command,
 )
+from tests.support import serving
 
 MONGODB_USER = ("socialbench", "mongo-test-password")
 REDIS_PASSWORD = "redis-test-password"
-
-
-def _run(command: ServerCommand, *,
-         log_dir: pytest.TempPathFactory) -> Iterator[ServerCommand]:
-    server = ServerProcess(command, log_dir.mktemp("logs") / f"{command.name}.log")
-    try:
-        server.wait_ready()
-        yield command
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -35,8 +25,7 @@ def mongodb_user_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     if mongodb_flavour() != "ferretdb":
         pytest.skip("a MongoDB user at start is FerretDB's (mongod: createUser)")
     data = tmp_path_factory.mktemp("mongodb-user")
-    yield from _run(mongodb_command(free_port(), data / "db", user=MONGODB_USER),
-                    log_dir=tmp_path_factory)
+    yield from serving(mongodb_command(free_port(), data / "db", user=MONGODB_USER), data)
 
 
 @pytest.fixture(scope="session")
@@ -44,4 +33,4 @@ def redis_password_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """A redis-server whose default user has the password ``REDIS_PASSWORD``."""
     command = redis_command(free_port(), tmp_path_factory.mktemp("redis-password"))
     command.argv += ["--requirepass", REDIS_PASSWORD]
-    yield from _run(command, log_dir=tmp_path_factory)
+    yield from serving(command, tmp_path_factory.mktemp("logs"))

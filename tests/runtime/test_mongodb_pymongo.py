@@ -27,13 +27,13 @@ from socialbench.runtime.mongodb_pymongo import (
 from socialbench.runtime.pipelining import StoreConnectionError
 from socialbench.stack.servers import (
     ServerCommand,
-    ServerProcess,
     free_port,
     mongodb_command,
     mongodb_flavour,
 )
 from tests.runtime.conftest import MONGODB_USER
 from tests.services.support import unique_name
+from tests.support import serving
 
 OPTIONS: dict[str, Any] = {"max_connections": 4, "connect_timeout_s": 2.0, "call_timeout_s": 5.0}
 USER, PASSWORD = MONGODB_USER
@@ -221,15 +221,6 @@ async def test_a_url_is_described_as_the_service_would_run_it(
         "client": f"pymongo {_pymongo_version()}", "topology": "single"}
 
 
-def _start(command: ServerCommand, log_dir: Path) -> Iterator[ServerCommand]:
-    server = ServerProcess(command, log_dir / f"{command.name}.log")
-    try:
-        server.wait_ready()
-        yield command
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
 def replica_set_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerCommand]:
     """FerretDB as a one-member replica set ``rs0`` (its ``hello`` names it and itself)."""
@@ -238,7 +229,7 @@ def replica_set_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ser
     data = tmp_path_factory.mktemp("mongodb-rs")
     command = mongodb_command(free_port(), data / "db")
     command.argv.append("--repl-set-name=rs0")
-    yield from _start(command, data)
+    yield from serving(command, data)
 
 
 async def test_a_replica_set_url_finds_its_primary(replica_set_server: ServerCommand) -> None:
@@ -275,7 +266,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve
     command.argv += [f"--listen-tls=127.0.0.1:{tls_port}",
                      f"--listen-tls-cert-file={data / 'server.pem'}",
                      f"--listen-tls-key-file={data / 'server.key'}"]
-    for started in _start(command, data):
+    for started in serving(command, data):
         yield ServerCommand(started.name, started.argv, started.host, tls_port), ca
 
 
