@@ -261,8 +261,7 @@ class StackConfig:
 
     def store_addresses(self) -> StoreAddresses:
         """Where the check reads the social network's data in this stack."""
-        return StoreAddresses.of_services(
-            lambda spec, store: self.store_address(spec, store))
+        return StoreAddresses.of_services(self.store_address)
 
     def to_json(self) -> str:
         data = asdict(self)
