@@ -1,4 +1,5 @@
-"""The commands of deployments: 'deploy generate|check', 'probe', 'loadjob', 'merge'.
+"""The commands of deployments: 'deploy generate|check|form-redis-cluster', 'probe',
+'loadjob', 'merge'.
 
 Their logic lives in socialbench.deploy (and socialbench.workloads.driver.merge); this
 module is their command line only.
@@ -38,6 +39,20 @@ def check() -> None:
     from socialbench.deploy.generate import check as check_files
 
     raise typer.Exit(check_files())
+
+
+@deploy_app.command("form-redis-cluster")
+def form_redis_cluster(
+    nodes: Annotated[list[str], typer.Argument(
+        metavar="NODE", help="host:port of every node, the masters first.")],
+    replicas: Annotated[int, typer.Option(min=0, help="Replicas of each master.")] = 1,
+    wait: Annotated[float, typer.Option(
+        min=0, metavar="SECONDS", help="Wait this long for every node to answer.")] = 300.0,
+) -> None:
+    """Make the chart's Redis nodes one Redis Cluster (its Job; a formed one is left alone)."""
+    from socialbench.deploy.redis_cluster import form
+
+    raise typer.Exit(form(nodes, replicas, wait))
 
 
 def probe(

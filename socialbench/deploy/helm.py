@@ -13,6 +13,12 @@ from socialbench import registry
 from socialbench.deploy import GENERATE_COMMAND, stack
 from socialbench.deploy.yamltext import Inline, dump
 from socialbench.registry import StoreLayout
+from socialbench.runtime.settings import setting_env
+from socialbench.stack.servers import (
+    REDIS_CLUSTER_NODE_TIMEOUT_MS,
+    REDIS_CLUSTER_OPTIONS,
+    REDIS_REPLICA_OPTIONS,
+)
 
 REGISTRY_FILE = "files/registry.yaml"
 NGINX_FILE = "files/nginx.conf"
@@ -53,6 +59,15 @@ def registry_data() -> dict[str, Any]:
         # What the shard Job splits on an external mongos (stores.mongodb.sharding).
         "sharding": [{"database": database, "collection": collection, "key": key}
                      for database, collection, key in stack.SHARDED_COLLECTIONS],
+        # stores.redis.mode: the settings that tell the services which mode runs, and the
+        # flags of a read replica (besides --replicaof) and of a cluster node.
+        "redisModes": {
+            "modeEnv": setting_env("redis_mode"),
+            "replicaUrlsEnv": setting_env("redis_replica_urls"),
+            "replicaArgs": Inline(REDIS_REPLICA_OPTIONS),
+            "clusterArgs": Inline([*REDIS_CLUSTER_OPTIONS, "--cluster-node-timeout",
+                                   str(REDIS_CLUSTER_NODE_TIMEOUT_MS)]),
+        },
         "stores": {
             store.name: {
                 "port": store.port,

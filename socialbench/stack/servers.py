@@ -156,14 +156,18 @@ def redis_replica_command(
     if not primary_host or not primary_port.isdigit():
         raise ValueError(f"the primary must be host:port, got {primary!r}")
     command = redis_command(port, data_dir, host=host, password=password)
-    command.argv += ["--replicaof", primary_host, primary_port,
-                     "--replica-serve-stale-data", "no"]
+    command.argv += ["--replicaof", primary_host, primary_port, *REDIS_REPLICA_OPTIONS]
     return ServerCommand("redis-replica", command.argv, host, port)
 
 
+# What makes a redis-server a read replica (besides --replicaof) or a Redis Cluster node,
+# here and in the chart (deploy/helm.py): see redis_replica_command, redis_cluster_commands.
+REDIS_REPLICA_OPTIONS = ("--replica-serve-stale-data", "no")
 # A master is failed over after this long unreachable: Redis's default is 15 s; 5 s keeps
-# a failover's window of errors short on a local stack.
+# a failover's window of errors short.
 REDIS_CLUSTER_NODE_TIMEOUT_MS = 5000
+REDIS_CLUSTER_OPTIONS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-require-full-coverage", "no")
 
 
 def redis_cluster_commands(
@@ -190,10 +194,8 @@ def redis_cluster_commands(
     commands = []
     for port, bus_port in zip(ports, bus_ports, strict=True):
         command = redis_command(port, data_dir / str(port), host=host, password=password)
-        command.argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                         "--cluster-port", str(bus_port),
-                         "--cluster-node-timeout", str(node_timeout_ms),
-                         "--cluster-require-full-coverage", "no"]
+        command.argv += [*REDIS_CLUSTER_OPTIONS, "--cluster-port", str(bus_port),
+                         "--cluster-node-timeout", str(node_timeout_ms)]
         commands.append(ServerCommand(f"redis-cluster-{port}", command.argv, host, port))
     return commands
 

@@ -15,6 +15,8 @@ import yaml
 from socialbench import registry
 from socialbench.deploy import stack
 from socialbench.registry import Store, StoreLayout
+from socialbench.runtime.redis_client import parse_redis_urls
+from socialbench.runtime.settings import Settings
 from socialbench.stack.launcher import StackConfig
 
 Manifests = list[dict[str, Any]]
@@ -496,3 +498,70 @@ def test_an_external_mongos_gets_its_collections_sharded_on_hashed_keys(render: 
 def test_sharding_the_charts_own_mongodb_is_refused(helm: str) -> None:
     out = template(helm, "--set", "stores.mongodb.sharding.enabled=true")
     assert out.returncode != 0 and "needs an external mongos" in out.stderr
+
+
+def test_a_replicated_redis_is_a_primary_and_replicas_the_services_read_from(
+        render: Render) -> None:
+    manifests = render("--set", "stores.layout=per-service",
+                       "--set", "stores.redis.mode=replicated", "--set", "stores.redis.replicas=2",
+                       "--set", "stores.redis.auth.enabled=true")
+    registry_file = yaml.safe_load((stack.CHART_DIR / "files" / "registry.yaml").read_text())
+    statefulsets, services = by_kind(manifests, "StatefulSet"), by_kind(manifests, "Service")
+    for spec in registry.SERVICES:
+        if Store.REDIS not in spec.stores:
+            continue
+        name = registry.store_instance(spec, Store.REDIS, StoreLayout.PER_SERVICE).name
+        assert statefulsets[name]["spec"]["replicas"] == 3
+        assert services[name]["spec"]["clusterIP"] == "None"
+        assert services[name]["spec"]["publishNotReadyAddresses"] is True
+        redis = pod_spec(statefulsets[name])["containers"][0]
+        # Pods other than 0 replicate pod 0, with the launcher's replica flags.
+        script = redis["command"][2]
+        assert f"--replicaof {name}-0.{name} 6379" in script
+        assert " ".join(registry_file["redisModes"]["replicaArgs"]) in script
+        assert redis["args"][-4:] == ["--requirepass", "$(REDIS_PASSWORD)",
+                                      "--masterauth", "$(REDIS_PASSWORD)"]
+        env = env_of(pod_spec(by_kind(manifests, "Deployment")[spec.name])["containers"][0])
+        login = "redis://:$(REDIS_PASSWORD)@"
+        assert env["SOCIALBENCH_REDIS_MODE"] == "replicated"
+        assert env["SOCIALBENCH_REDIS_URL"] == f"{login}{name}-0.{name}:6379/0"
+        assert env["SOCIALBENCH_REDIS_REPLICA_URLS"] == ",".join(
+            f"{login}{name}-{n}.{name}:6379/0" for n in (1, 2))
+        expanded = {k: v.replace("$(REDIS_PASSWORD)", "pw") for k, v in env.items()}
+        settings = Settings(redis_mode="replicated", redis_url=expanded["SOCIALBENCH_REDIS_URL"],
+                            redis_replica_urls=expanded["SOCIALBENCH_REDIS_REPLICA_URLS"])
+        assert len(parse_redis_urls(settings.redis_replica_urls)) == 2
+    assert not [job for job in by_kind(manifests, "Job") if job.endswith("-cluster")]
+
+
+def test_a_redis_cluster_is_formed_by_a_job_and_seeded_to_every_service(render: Render) -> None:
+    manifests = render("--set", "stores.redis.mode=cluster",
+                       "--set", "stores.redis.cluster.masters=3",
+                       "--set", "stores.redis.replicas=1")
+    registry_file = yaml.safe_load((stack.CHART_DIR / "files" / "registry.yaml").read_text())
+    redis = by_kind(manifests, "StatefulSet")["redis"]
+    assert redis["spec"]["replicas"] == 6
+    args = pod_spec(redis)["containers"][0]["args"]
+    assert " ".join(registry_file["redisModes"]["clusterArgs"]) in " ".join(args)
+    nodes = [f"redis-{n}.redis:6379" for n in range(6)]
+    job = by_kind(manifests, "Job")["redis-cluster"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert pod_spec(job)["containers"][0]["args"] == [
+        "deploy", "form-redis-cluster", "--replicas", "1", *nodes]
+    for spec in registry.SERVICES:
+        env = env_of(pod_spec(by_kind(manifests, "Deployment")[spec.name])["containers"][0])
+        if Store.REDIS in spec.stores:
+            assert env["SOCIALBENCH_REDIS_MODE"] == "cluster"
+            assert env["SOCIALBENCH_REDIS_URL"] == ",".join(f"redis://{n}/0" for n in nodes)
+            assert Settings(redis_mode="cluster", redis_url=env["SOCIALBENCH_REDIS_URL"])
+        else:
+            assert "SOCIALBENCH_REDIS_MODE" not in env
+    per_service = render("--set", "stores.redis.mode=cluster", "--set", "stores.layout=per-service")
+    assert sorted(j for j in by_kind(per_service, "Job") if j.endswith("-cluster")) == sorted(
+        f"{i.name}-cluster" for i in registry.store_instances(StoreLayout.PER_SERVICE)
+        if i.store is Store.REDIS)
+
+
+def test_an_unknown_redis_mode_is_refused(helm: str) -> None:
+    out = template(helm, "--set", "stores.redis.mode=sentinel")
+    assert out.returncode != 0 and '"sentinel" is not one of cluster, replicated' in out.stderr

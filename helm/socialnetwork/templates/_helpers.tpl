@@ -39,24 +39,83 @@ app.kubernetes.io/name: {{ .name }}
 {{- $layout -}}
 {{- end }}
 
+{{/* stores.redis.mode, checked: standalone, replicated or cluster. */}}
+{{- define "socialnetwork.redisMode" -}}
+{{- $mode := .Values.stores.redis.mode | default "standalone" -}}
+{{- if not (has $mode (list "standalone" "replicated" "cluster")) -}}
+{{- fail (printf "stores.redis.mode: %q is not one of cluster, replicated, standalone" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "replicated") (lt (int .Values.stores.redis.replicas) 1) -}}
+{{- fail "stores.redis.mode=replicated needs stores.redis.replicas of 1 or more" -}}
+{{- end -}}
+{{- $mode -}}
+{{- end }}
+
 {{/*
-Where services reach the instance INSTANCE of store STORE: its StatefulSet's Service (a
-memcached of stores.memcached.replicas pods: each pod, comma-separated), or
-stores.STORE.external (then every instance of that store is the one external server);
-call with (dict "root" $ "store" STORE "instance" INSTANCE).
+The pods of each instance of store STORE: a memcached pool's stores.memcached.replicas; a
+Redis's, by stores.redis.mode: 1, the primary and its replicas, or every cluster node
+(masters first); else 1. Call with (dict "root" $ "store" STORE).
+*/}}
+{{- define "socialnetwork.storePods" -}}
+{{- $values := get .root.Values.stores .store -}}
+{{- if eq .store "memcached" -}}
+{{- int $values.replicas -}}
+{{- else if eq .store "redis" -}}
+{{- $mode := include "socialnetwork.redisMode" .root -}}
+{{- if eq $mode "replicated" -}}
+{{- add1 (int $values.replicas) -}}
+{{- else if eq $mode "cluster" -}}
+{{- mul (int $values.cluster.masters) (add1 (int $values.replicas)) -}}
+{{- else -}}
+1
+{{- end -}}
+{{- else -}}
+1
+{{- end -}}
+{{- end }}
+
+{{/*
+Whether the instances of store STORE have a pod each addressed by name (a headless
+Service): a memcached pool, a replicated Redis or a Redis Cluster. Call as storePods.
+*/}}
+{{- define "socialnetwork.storeByPod" -}}
+{{- if or (eq .store "memcached") (and (eq .store "redis") (ne (include "socialnetwork.redisMode" .root) "standalone")) -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+The address of each pod FROM..TO-1 of instance INSTANCE of store STORE, comma-separated
+(<instance>-N.<instance>); call with (dict "root" $ "store" STORE "instance" INSTANCE
+"from" FROM "to" TO).
+*/}}
+{{- define "socialnetwork.podAddresses" -}}
+{{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
+{{- $format := (get $registry.stores .store).addressFormat -}}
+{{- $hosts := list -}}
+{{- range $i := untilStep (int .from) (int .to) 1 -}}
+{{- $hosts = append $hosts (printf $format (printf "%s-%d.%s" $.instance $i $.instance)) -}}
+{{- end -}}
+{{- join "," $hosts -}}
+{{- end }}
+
+{{/*
+Where services reach the instance INSTANCE of store STORE: its StatefulSet's Service; each
+pod of a memcached pool or a Redis Cluster (its seed nodes), comma-separated; a replicated
+Redis's primary (pod 0); or stores.STORE.external (then every instance of that store is
+the one external server). Call with (dict "root" $ "store" STORE "instance" INSTANCE).
 */}}
 {{- define "socialnetwork.storeAddress" -}}
 {{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
 {{- $values := get .root.Values.stores .store -}}
 {{- $format := (get $registry.stores .store).addressFormat -}}
+{{- $pods := include "socialnetwork.storePods" . | int -}}
 {{- if not $values.enabled -}}
 {{- required (printf "stores.%s.external (or externalSecret.name) is required when stores.%s.enabled is false" .store .store) $values.external -}}
-{{- else if and (eq .store "memcached") (gt (int $values.replicas) 1) -}}
-{{- $hosts := list -}}
-{{- range $i := until (int $values.replicas) -}}
-{{- $hosts = append $hosts (printf $format (printf "%s-%d.%s" $.instance $i $.instance)) -}}
-{{- end -}}
-{{- join "," $hosts -}}
+{{- else if and (eq .store "redis") (eq (include "socialnetwork.redisMode" .root) "replicated") -}}
+{{- include "socialnetwork.podAddresses" (merge (dict "from" 0 "to" 1) .) -}}
+{{- else if gt $pods 1 -}}
+{{- include "socialnetwork.podAddresses" (merge (dict "from" 0 "to" $pods) .) -}}
 {{- else -}}
 {{- printf $format .instance -}}
 {{- end -}}
@@ -71,32 +130,49 @@ call with (dict "root" $ "store" STORE "instance" INSTANCE).
 {{/*
 The environment items that point a service at its instance of store STORE: the address,
 or the external server's URL from externalSecret, or, with auth on the chart's own store,
-the password from its Secret spliced into the URL ($(VAR) is expanded by Kubernetes);
-call with (dict "root" $ "store" STORE "instance" INSTANCE).
+the password from its Secret spliced into the URL ($(VAR) is expanded by Kubernetes); for
+Redis, the mode and a replicated Redis's replicas besides. Call with (dict "root" $ "store"
+STORE "instance" INSTANCE).
 */}}
 {{- define "socialnetwork.storeEnv" -}}
 {{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
 {{- $values := get .root.Values.stores .store -}}
 {{- $env := (get $registry.stores .store).env -}}
 {{- $auth := $values.auth | default dict -}}
+{{- $login := "://" -}}
 {{- if and (not $values.enabled) $values.externalSecret $values.externalSecret.name }}
 - name: {{ $env }}
   valueFrom:
     secretKeyRef:
       name: {{ $values.externalSecret.name }}
       key: {{ $values.externalSecret.key | default "url" }}
-{{- else if and $values.enabled $auth.enabled }}
+{{- else }}
+{{- if and $values.enabled $auth.enabled }}
 {{- $variable := printf "%s_PASSWORD" (upper .store) }}
+{{- $login = printf "://%s:$(%s)@" ($auth.username | default "") $variable }}
 - name: {{ $variable }}
   valueFrom:
     secretKeyRef:
       name: {{ include "socialnetwork.storePasswordSecret" . }}
       key: {{ $auth.existingSecretKey | default "password" }}
+{{- end }}
 - name: {{ $env }}
-  value: {{ replace "://" (printf "://%s:$(%s)@" ($auth.username | default "") $variable) (include "socialnetwork.storeAddress" .) | quote }}
-{{- else }}
-- name: {{ $env }}
-  value: {{ include "socialnetwork.storeAddress" . | quote }}
+  value: {{ replace "://" $login (include "socialnetwork.storeAddress" .) | quote }}
+{{- end }}
+{{- if eq .store "redis" }}
+{{- $mode := include "socialnetwork.redisMode" .root }}
+{{- if ne $mode "standalone" }}
+- name: {{ $registry.redisModes.modeEnv }}
+  value: {{ $mode }}
+{{- end }}
+{{- if eq $mode "replicated" }}
+- name: {{ $registry.redisModes.replicaUrlsEnv }}
+  {{- if $values.enabled }}
+  value: {{ replace "://" $login (include "socialnetwork.podAddresses" (merge (dict "from" 1 "to" (include "socialnetwork.storePods" . | int)) .)) | quote }}
+  {{- else }}
+  value: {{ required "stores.redis.externalReplicas is required when stores.redis.mode is replicated and stores.redis.enabled is false" $values.externalReplicas | quote }}
+  {{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
