@@ -264,11 +264,13 @@ def _add_operational_routes(app: FastAPI) -> None:
 
     @app.get("/stats")
     async def stats(request: Request) -> dict[str, Any]:
-        """Requests received and errors by kind since start (this worker process), and the
-        store clients' own counts (a replicated or clustered Redis: docs/stores.md)."""
+        """Requests received and errors by kind since start (this worker process), the
+        store clients' own counts (a replicated or clustered Redis: docs/stores.md), and
+        which client and topology serve each store."""
         context: ServiceContext = request.app.state.context
         return {"service": context.spec.name, "requests": request.app.requests_received,
-                "errors": dict(context.errors), "stores": context.stores.counters()}
+                "errors": dict(context.errors), "stores": context.stores.counters(),
+                "clients": await context.stores.describe()}
 
 
 def _error_response(request: Request, error: SocialbenchError) -> Response:

@@ -163,6 +163,10 @@ class MemcachedClient(PipelinedClient):
         """True if ``key`` was there."""
         return bool(await self._command(b"delete %s\r\n" % check_key(key), _LINE) == b"DELETED")
 
+    def describe(self) -> dict[str, str]:
+        """Which client and topology serve the commands (for a results manifest)."""
+        return {"client": "socialbench", "topology": "standalone"}
+
     async def version(self) -> bytes:
         line: bytes = await self._command(b"version\r\n", _LINE)
         return line.removeprefix(b"VERSION ")

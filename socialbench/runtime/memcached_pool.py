@@ -176,6 +176,11 @@ class MemcachedPool:
         """True if ``key`` was there."""
         return await self._on(self._ring.owner(key), lambda client: client.delete(key))
 
+    def describe(self) -> dict[str, str]:
+        """Which client and topology serve the commands (for a results manifest)."""
+        return {"client": "socialbench",
+                "topology": f"pool of {len(self._servers)} servers, consistent hashing"}
+
     async def version(self) -> bytes:
         """Every server's version, space-separated (health: asks those marked down too);
         :class:`StoreConnectionError` naming the servers that did not answer."""

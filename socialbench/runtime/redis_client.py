@@ -199,6 +199,10 @@ class Redis:
         """Events worth counting of this client since it started (none for one server)."""
         return {}
 
+    def describe(self) -> dict[str, str]:
+        """Which client and topology serve the commands (for a results manifest)."""
+        return {"client": "socialbench", "topology": "standalone"}
+
     def script(self, source: str) -> Script:
         return Script(self, source)
 

@@ -205,6 +205,12 @@ class ClusterRedis(Redis):
             await client.close()
         await self.cluster.aclose()
 
+    def describe(self) -> dict[str, str]:
+        slots = self.cluster.nodes_manager.slots_cache.values()
+        masters = len({nodes[0].name for nodes in slots if nodes})
+        return {"client": "socialbench, with redis-py's slot map and redirects",
+                "topology": f"cluster of {masters} masters" if masters else "cluster"}
+
     def counters(self) -> dict[str, int]:
         return {"fallbacks": self.fallbacks, "short_waits": self.short_waits,
                 "unconfirmed_writes": self.unconfirmed_writes}

@@ -174,6 +174,10 @@ class ReplicatedRedis(Redis):
         for client in (self.primary, *self.replicas):
             await client.close()
 
+    def describe(self) -> dict[str, str]:
+        return {"client": "socialbench",
+                "topology": f"replicated: a primary and {len(self.replicas)} replica(s)"}
+
     def counters(self) -> dict[str, int]:
         return {"short_waits": self.short_waits, "unconfirmed_writes": self.unconfirmed_writes,
                 "replica_fallbacks": self.replica_fallbacks}

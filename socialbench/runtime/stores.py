@@ -109,6 +109,17 @@ class Stores:
             for name, result in zip(checks, results, strict=True)
         }
 
+    async def describe(self) -> dict[str, dict[str, str]]:
+        """Each store's client and topology (``/stats``, a results manifest), by store."""
+        described = {}
+        if self.mongodb is not None:
+            described["mongodb"] = await self.mongodb.describe()
+        if self.redis is not None:
+            described["redis"] = self.redis.describe()
+        if self.memcached is not None:
+            described["memcached"] = self.memcached.describe()
+        return described
+
     def counters(self) -> dict[str, dict[str, int]]:
         """Each store client's counts of events since start (``/stats``), by store; none
         for a client that counts nothing (one Redis server)."""

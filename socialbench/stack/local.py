@@ -29,6 +29,8 @@ from socialbench.workloads.ramp.bundle import StackRecord
 from socialbench.workloads.ramp.engine import SamplerFactory
 from socialbench.workloads.ramp.resources import ResourceSampler
 
+STATS_TIMEOUT_S = 2.0
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 NOT_SAMPLED = (
     "per-process CPU and memory need the local stack (socialbench up); they are not "
@@ -210,7 +212,23 @@ class LocalStack:
             store_instances={
                 instance.name: [spec.name for spec in registry.services_of(instance, config.layout)]
                 for instance in config.store_instances()},
+            store_clients=self.store_clients(),
         )
+
+    def store_clients(self) -> dict[str, dict[str, dict[str, str]]]:
+        """Which client and topology serve each store of each service, as the services'
+        ``/stats`` say (a service that does not answer is left out)."""
+        import httpx
+
+        clients: dict[str, dict[str, dict[str, str]]] = {}
+        with httpx.Client(timeout=STATS_TIMEOUT_S) as http:
+            for spec in registry.SERVICES:
+                if not spec.stores:
+                    continue
+                url = f"http://{self.config.host}:{self.config.service_port(spec)}/stats"
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    clients[spec.name] = http.get(url).raise_for_status().json()["clients"]
+        return clients
 
     def _mongodb_binary(self) -> str | None:
         """The MongoDB-wire server's program the running stack started (None: not known)."""

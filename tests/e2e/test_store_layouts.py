@@ -14,6 +14,7 @@ import redis
 from socialbench import registry
 from socialbench.registry import Store, StoreLayout
 from socialbench.stack import launcher
+from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_ports
 from tests.conftest import store_options
 from tests.support import socialbench
@@ -113,3 +114,10 @@ def test_seeded_loaded_and_checked_on_a_redis_cluster(redis_cluster_stack: Path)
             if node.info("replication")["role"] == "master":
                 keys_per_master.append(node.dbsize())
     assert len(keys_per_master) == 3 and all(keys > 0 for keys in keys_per_master)
+    # A manifest of this stack says which client and topology each service ran.
+    record = LocalStack(redis_cluster_stack).record(config.url)
+    assert record is not None
+    assert record.store_clients["home-timeline"]["redis"] == {
+        "client": "socialbench, with redis-py's slot map and redirects",
+        "topology": "cluster of 3 masters"}
+    assert set(record.store_clients["post-storage"]) == {"memcached", "mongodb"}

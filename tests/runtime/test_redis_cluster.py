@@ -242,6 +242,9 @@ async def test_a_traced_cluster_client_makes_spans_and_its_counts_reach_stats(
             await redis.execute_command("DBSIZE")  # no key: sent by redis-py
         assert stores.counters() == {"redis": {"fallbacks": 1, "short_waits": 0,
                                                "unconfirmed_writes": 0}}
+        assert (await stores.describe())["redis"] == {
+            "client": "socialbench, with redis-py's slot map and redirects",
+            "topology": "cluster of 3 masters"}
     finally:
         await stores.close()
         exporter.shutdown()

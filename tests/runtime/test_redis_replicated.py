@@ -115,6 +115,8 @@ async def test_writes_go_to_the_primary_and_reads_to_the_replica(
     assert await redis.zcard(key + ":z") == 1
     assert redis.counters() == {"short_waits": 0, "unconfirmed_writes": 0,
                                 "replica_fallbacks": 0}
+    assert redis.describe() == {"client": "socialbench",
+                                "topology": "replicated: a primary and 1 replica(s)"}
     assert await redis.ping()
 
 

@@ -79,6 +79,28 @@ async def test_health_names_each_store_and_its_state(
     assert report["redis"].startswith("error")
 
 
+async def test_describe_says_which_client_and_topology_serve_each_store(
+    redis_server: ServerCommand, memcached_server: ServerCommand, mongodb_server: ServerCommand
+) -> None:
+    one = settings_for(redis_server, memcached_server, mongodb_server, 2)
+    pool = one.model_copy(update={"memcached_address": f"{memcached_server.address},"
+                                                      f"127.0.0.1:{free_port()}"})
+    stores, pooled = Stores.connect(one, ALL), Stores.connect(pool, (Store.MEMCACHED,))
+    try:
+        described = await stores.describe()
+        pooled_described = await pooled.describe()
+    finally:
+        await stores.close()
+        await pooled.close()
+    assert list(described) == ["mongodb", "redis", "memcached"]
+    assert described["mongodb"]["client"] == "socialbench"
+    assert described["mongodb"]["topology"] != "unknown"  # what the server's hello said
+    assert described["redis"] == described["memcached"] == {
+        "client": "socialbench", "topology": "standalone"}
+    assert pooled_described == {"memcached": {
+        "client": "socialbench", "topology": "pool of 2 servers, consistent hashing"}}
+
+
 async def test_a_dead_or_stuck_store_fails_within_its_bounds_not_the_drivers_defaults() -> None:
     # A MongoDB that is down (PyMongo looked for a server for 30 s), and a Redis that
     # accepts connections and never answers (redis-py waited forever).

@@ -15,7 +15,13 @@ from typer.testing import CliRunner
 from socialbench.cli import app
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.definitions.seed import SeedDataset, SeedPath, SeedRecord
-from socialbench.workloads.ramp.bundle import BundleError, Dataset, StepRecord, read_bundle
+from socialbench.workloads.ramp.bundle import (
+    BundleError,
+    Dataset,
+    StackRecord,
+    StepRecord,
+    read_bundle,
+)
 from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
 from socialbench.workloads.ramp.compare import (
     COMPARE_PLOT,
@@ -203,6 +209,27 @@ def test_compare_lists_every_difference_that_changes_the_number(
     assert "cpu 0.60, loopback 1.00, memory 0.70" in result.output
     page = (tmp_path / "out" / "compare.html").read_text()
     assert "step duration differs" in page
+
+
+def test_another_store_layout_redis_mode_or_client_is_a_difference(
+    two_bundles: tuple[Path, Path]
+) -> None:
+    base, other = two_bundles
+    one_server = {"client": "socialbench", "topology": "standalone"}
+    stack = StackRecord(workers={}, nginx_workers="auto", tracing=False, trace_sample_ratio=None,
+                        store_layout="shared", redis_mode="standalone", redis_servers=1,
+                        store_clients={"home-timeline": {"redis": one_server}})
+    for bundle in (base, other):
+        plant(bundle, manifest={"stack": stack})
+    assert "store layout" not in {d.name for d in compare([base, other]).differences}
+    clustered = stack.model_copy(update={
+        "redis_mode": "cluster", "redis_servers": 6,
+        "store_clients": {"home-timeline": {"redis": {"client": "socialbench",
+                                                      "topology": "cluster of 3 masters"}}}})
+    plant(other, manifest={"stack": clustered})
+    (named,) = [d for d in compare([base, other]).differences if d.name == "store layout"]
+    assert "standalone" in named.values[0] and "cluster of 3 masters" in named.values[1]
+    assert not named.refuses
 
 
 def checked(posts: int, edges: int) -> CheckResult:

@@ -153,6 +153,11 @@ class StackRecord(Strict):
                                   "(up --redis-mode); None: an older bundle (standalone).")
     redis_servers: int | None = Field(
         default=None, description="redis-server processes of each Redis instance.")
+    store_clients: dict[str, dict[str, dict[str, str]]] = Field(
+        default_factory=dict,
+        description="Which client (ours, or PyMongo's for credentials and replica sets) and "
+                    "topology served each store of each service, by service then store, as "
+                    "the services' /stats said when the run began; empty: an older bundle.")
 
     def service_workers(self) -> dict[str, int]:
         """Worker processes of every service, older bundles' default filled in."""

@@ -112,12 +112,16 @@ def dataset_difference(bundles: Sequence[Bundle]) -> Difference | None:
 
 def _store_layout(bundle: Bundle) -> str:
     stack = bundle.manifest.stack
-    software = bundle.manifest.software
-    server = software.get("mongodb_server")
-    durability = stack.durability if stack is not None else None
-    memcached_servers = (stack.memcached_servers or 1) if stack is not None else None
-    return _text({"mongodb_server": server, "durability": durability,
-                  "memcached_servers": memcached_servers})
+    layout: dict[str, object] = {"mongodb_server": bundle.manifest.software.get("mongodb_server")}
+    if stack is not None:  # older bundles' defaults filled in
+        clients = sorted({f"{store}: {client.get('client')}, {client.get('topology')}"
+                          for stores in stack.store_clients.values()
+                          for store, client in stores.items()})
+        layout.update(durability=stack.durability, memcached_servers=stack.memcached_servers or 1,
+                      layout=stack.store_layout or "shared",
+                      redis_mode=stack.redis_mode or "standalone",
+                      redis_servers=stack.redis_servers or 1, clients=clients or None)
+    return _text(layout)
 
 
 def _code(bundle: Bundle) -> str:
