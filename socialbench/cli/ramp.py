@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.check import check_hook
+from socialbench.cli.grow import run_grow, seed_graph_bulk
 from socialbench.cli.interrupts import signals_as_interrupt
 from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
@@ -91,9 +92,10 @@ def found_dataset(stack: LocalStack, url: str, users: int) -> Dataset:
 
 
 def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Dataset,
-                graph_seed: int) -> MemoryRecord:
-    """The stack's memory projected for the data the ramp starts with and the posts it may
-    compose, with a warning when the machine has not that much."""
+                graph_seed: int, stored_posts: int | None = None) -> MemoryRecord:
+    """The stack's memory projected for the data the ramp starts with (``stored_posts``
+    when given, else the seeded posts) and the posts it may compose, with a warning when
+    the machine has not that much."""
     users, follows, posts = dataset.users, 0, 0
     if dataset.seeded is not None:
         data = dataset.seeded.dataset
@@ -104,6 +106,8 @@ def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Datase
         data = SeedPlan.make(load_graph(dataset.graph, graph_seed), dataset.graph,
                              dataset.posts_per_user or 0, graph_seed).dataset()
         users, follows, posts = data.users, data.follows, data.posts
+    if stored_posts is not None:
+        posts = stored_posts
     rates = [config.start_rate + step * config.step_rate for step in range(config.max_steps)]
     if config.max_rate is not None:
         rates = [min(rate, config.max_rate) for rate in rates]
@@ -120,6 +124,25 @@ def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Datase
                                   f"{posts:,} posts (the ramp's composes included)")
     return MemoryRecord.of(users, follows, posts, memcached_limit=limit, stack_rss=rss,
                            warning=warning)
+
+
+def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
+                other_target: str | None) -> list[int]:
+    """--grow's levels, when the local stack can be grown to them."""
+    from socialbench.workloads.ramp.grow import parse_levels
+
+    try:
+        levels = parse_levels(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--grow") from None
+    if other_target is not None or not stack.serves(url):
+        raise typer.BadParameter(f"--grow adds posts to the local stack in {stack.data_dir}, "
+                                 f"and {url} is not its front end", param_hint="--grow")
+    if not fresh and stack.running_state() is None:
+        raise typer.BadParameter(f"--grow adds posts to the local stack in {stack.data_dir}, "
+                                 "which is not running (socialbench up, or --fresh)",
+                                 param_hint="--grow")
+    return levels
 
 
 def release_pods(release: str, namespace: str, console: Console
@@ -200,6 +223,12 @@ def ramp(
     posts_per_user: Annotated[int, typer.Option(
         min=0, help="With --fresh: each user composes 0..N posts.")] = 3,
     graph_seed: Annotated[int, typer.Option(help="With --fresh: seed of graph and posts.")] = 1,
+    grow: Annotated[str | None, typer.Option(
+        metavar="POSTS,...", help="Ramp at each of these numbers of posts stored, rising "
+        "(e.g. 10k,100k,1M): the local stack's posts are brought up to each with seed's bulk "
+        "path, on the graph seeded, then the ramp runs; one bundle with the curve. With "
+        "--fresh: the stack emptied and --graph seeded (bulk, --posts-per-user only if "
+        "given) once, first.")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     power_cmd: Annotated[str | None, typer.Option(
         help="A command printing the machine's watts (when there is no RAPL).")] = None,
@@ -259,6 +288,11 @@ def ramp(
     source = ctx.get_parameter_source("users")
     users_given = source is not None and source.name != "DEFAULT"
     graph_users = None
+    levels = None if grow is None else grow_levels(grow, stack, url, fresh,
+                                                   containers or pods)
+    if levels is not None and not fresh:
+        record = found_dataset(stack, url, users).seeded
+        graph_users = record.dataset.users if record is not None else None
     if fresh:
         from socialbench.workloads.definitions import graph as graphs
 
@@ -300,13 +334,26 @@ def ramp(
         raise typer.BadParameter(f"--trace-ratio restarts the local stack in {data_dir} "
                                  f"traced, and {url} is not its running front end",
                                  param_hint="--trace-ratio")
+    if levels is not None and fresh:
+        ppu_source = ctx.get_parameter_source("posts_per_user")
+        try:
+            with signals_as_interrupt():
+                console.print(f"Emptying the local stack's stores and seeding {graph} (bulk "
+                              "path) for the growth (--fresh)")
+                stack.restart_fresh(cpus=placed.stack_cpus
+                                    if placed.mode is PlacementMode.SPLIT else None)
+                seed_graph_bulk(stack, graph, posts_per_user if ppu_source is not None
+                                and ppu_source.name != "DEFAULT" else 0, graph_seed, console)
+        except SETUP_ERRORS as exc:
+            console.print(f"[bold red]error[/]: {exc}")
+            raise typer.Exit(1) from None
     dataset = (
         Dataset(fresh=True, graph=graph, users=load.users, posts_per_user=posts_per_user,
                 seed=graph_seed, path=SeedPath.API.value)
-        if fresh else found_dataset(stack, url, load.users)
+        if fresh and levels is None else found_dataset(stack, url, load.users)
     )
     memory = ramp_memory(stack, url, config, dataset, graph_seed)
-    if memory.warning:
+    if memory.warning and levels is None:
         console.print(f"[bold yellow]warning[/]: {memory.warning}", soft_wrap=True)
     traced = contextlib.ExitStack()  # with --trace-ratio: the stack traced, until the end
     try:
@@ -335,10 +382,32 @@ def ramp(
         pods=measured_pods, power_cmd=power_cmd,
         reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print,
                           placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
-        if fresh else None, placement=placed,
+        if fresh and levels is None else None, placement=placed,
         quiet=quiet, check=check_hook(stack, url, console) if local else None, spans=spans,
         memory=memory,
     )
+    if levels is not None:
+        seeded = dataset.seeded.dataset if dataset.seeded is not None else None
+        try:
+            with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT
+                               else None), signals_as_interrupt()):
+                grown = run_grow(job, stack, levels, users=load.users,
+                                 seed_value=seeded.seed if seeded else graph_seed,
+                                 memory_for=lambda posts: ramp_memory(
+                                     stack, url, config, dataset, graph_seed, posts),
+                                 console=console)
+        except SETUP_ERRORS as exc:
+            console.print(f"[bold red]error[/]: {exc}")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            console.print("[bold yellow]Interrupted[/]: the levels measured are in the bundle; "
+                          "posts being added are undone by the next growth.")
+            raise typer.Exit(130) from None
+        finally:
+            traced.close()
+        if any(level.interrupted for level in grown):
+            raise typer.Exit(130)
+        return
     try:
         with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),
               signals_as_interrupt()):
