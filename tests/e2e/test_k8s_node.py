@@ -33,6 +33,8 @@ NODE_SCRIPT = ROOT / "scripts" / "k8s-node.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
             "kube-proxy", "kubectl", "coredns")
 RELEASE = "sn"
+# Set to 1 to also install the chart with stores.redis.mode=cluster (not in CI: time).
+REDIS_CLUSTER_ENV = "SOCIALBENCH_TEST_K8S_REDIS_CLUSTER"
 # The load Job's pods on top of the stack's requests (1.8 CPUs): a 2-CPU node fits them.
 LOAD_JOB = ["load.enabled=true", "load.run=ci", "load.drivers=2", "load.rate=100",
             "load.duration=15s", "load.warmup=3s", "load.connections=16",
@@ -224,3 +226,42 @@ def test_upgrade_keeps_the_secret_and_data_and_uninstall_leaves_nothing(
         assert time.monotonic() < deadline, installed.kubectl("get", "pods")
         time.sleep(2)
     assert installed.kubectl("get", "deployment,statefulset,job", "-o", "name").strip() == ""
+
+
+@pytest.mark.skipif(os.environ.get(REDIS_CLUSTER_ENV) != "1", reason=(
+    f"another release on the node, about 3 minutes more: {REDIS_CLUSTER_ENV}=1 runs it"))
+def test_a_redis_cluster_release_is_formed_seeded_loaded_and_checked(cluster: Cluster) -> None:
+    """Once no other release runs (the tests above end with an uninstall): Redis as a
+    cluster of 3 masters and a replica each, formed by its Job, seeded, loaded, checked."""
+    assert not cluster.kubectl("get", "pods", "-o", "name").strip(), "a release still runs"
+    started = time.monotonic()
+    # helm install returns once the post-install Job has formed the cluster.
+    cluster.helm("install", RELEASE, "helm/socialnetwork", "-f",
+                 cluster.env["SOCIALBENCH_K8S_VALUES"], "--set", "stores.redis.mode=cluster",
+                 "--set", "stores.redis.resources.requests.cpu=20m",
+                 "--set", "stores.redis.resources.requests.memory=64Mi",
+                 "--set", "seed.graph=synthetic:200", "--set", "seed.postsPerUser=2",
+                 "--wait-for-jobs", "--timeout", "480s")
+    try:
+        cluster.wait_rolled_out()
+        cluster.kubectl("wait", "--for=condition=complete", "job",
+                        "-l", "app.kubernetes.io/component=seed", "--timeout=400s", timeout=420)
+        print(f"Redis Cluster release installed, formed and seeded in "
+              f"{time.monotonic() - started:.0f} s")
+        nodes = cluster.pods("app.kubernetes.io/name=redis")
+        assert len(nodes) == 6
+        result = run_load(LoadConfig(url=cluster.front_end(), rate=50, duration_s=10,
+                                     warmup_s=2, connections=16, processes=1,
+                                     workload="mixed", users=200, seed=13))
+        assert result.errors.total == 0 and result.completed >= 450, result.errors
+        seeds = ",".join(f"redis://{pod['status']['podIP']}:6379" for pod in nodes)
+        checked = cluster.run(str(ROOT / ".venv/bin/socialbench"), "check", "--mongodb-url",
+                              f"mongodb://{cluster.service_ip('mongodb')}:27017",
+                              "--redis-url", seeds, timeout=300)
+        assert "Check passed" in checked
+        masters = [pod["metadata"]["name"] for pod in nodes
+                   if "role:master" in cluster.kubectl("exec", pod["metadata"]["name"], "--",
+                                                       "redis-cli", "info", "replication")]
+        assert len(masters) == 3, masters
+    finally:
+        cluster.helm("uninstall", RELEASE, "--wait", "--timeout", "120s")
