@@ -114,6 +114,14 @@ class GrowLevel(Strict):
     cpu_ms_per_request: float | None = Field(description="Stack CPU per request at that rate.")
     comparable: bool
     stop_reason: str | None
+    highest_passed_rps: float | None = Field(
+        description="The highest rate whose step held the SLA (ramp, refinement or "
+                    "confirmation): the max rate before a failed confirmation.", default=None)
+    start_rate_rps: float | None = Field(
+        description="The first step's rate: the same at every level, so its figures are "
+                    "comparable where the max rates differ.", default=None)
+    start_p99_ms: float | None = None
+    start_cpu_ms_per_request: float | None = None
     cache: CacheCounters | None = Field(description="memcached over the ramp.")
     memcached_hit_ratio: float | None = Field(description="Its gets that hit, over the ramp.")
     rss_bytes: dict[str, int] = Field(
@@ -166,6 +174,9 @@ def level_record(level: int, grown: int, grow_s: float, stored: StoreFigures,
     best = summary.best
     cache = (ramp.cache_after.since(ramp.cache_before)
              if ramp.cache_after is not None and ramp.cache_before is not None else None)
+    steps = bundle.steps_of(bundle.reference_repeat)
+    first = steps[0] if steps else None
+    passed = [step.offered_rps for step in bundle.steps if step.passed]
     return GrowLevel(
         level=level, grown=grown, grow_s=grow_s, stored=stored,
         bundle=str(ramp.directory.relative_to(root)),
@@ -173,6 +184,10 @@ def level_record(level: int, grown: int, grow_s: float, stored: StoreFigures,
         cpu_ms_per_request=best.cpu_ms_per_request if best else None,
         comparable=summary.comparable,
         stop_reason=summary.stop_reason.value if summary.stop_reason else None,
+        highest_passed_rps=max(passed) if passed else None,
+        start_rate_rps=first.offered_rps if first else None,
+        start_p99_ms=first.latency_ms["99"] if first else None,
+        start_cpu_ms_per_request=first.resources.cpu_ms_per_request if first else None,
         cache=cache, memcached_hit_ratio=cache.hit_ratio if cache else None,
         rss_bytes=_answer_rss(bundle), interrupted=ramp.interrupted)
 
@@ -211,7 +226,8 @@ def run_levels(levels: Sequence[int], *, count_posts: Callable[[], int],
 
 CSV_COLUMNS = (
     "level", "posts", "users", "grown", "grow_s", "max_rate_rps", "p99_ms",
-    "cpu_ms_per_request", "comparable", "stop_reason", "memcached_hit_ratio",
+    "cpu_ms_per_request", "comparable", "stop_reason", "highest_passed_rps",
+    "start_rate_rps", "start_p99_ms", "start_cpu_ms_per_request", "memcached_hit_ratio",
     "memcached_evictions", "memcached_bytes", "redis_used_memory_bytes", "redis_keys",
     "mongodb_file_bytes", "post_read_indexed", "redis_rss_bytes", "mongodb_rss_bytes",
     "memcached_rss_bytes", "services_rss_bytes", "bundle",
@@ -237,7 +253,10 @@ def csv_row(level: GrowLevel) -> dict[str, Any]:
         "grown": level.grown, "grow_s": round(level.grow_s, 1),
         "max_rate_rps": level.max_rate_rps, "p99_ms": level.p99_ms,
         "cpu_ms_per_request": level.cpu_ms_per_request, "comparable": level.comparable,
-        "stop_reason": level.stop_reason, "memcached_hit_ratio": level.memcached_hit_ratio,
+        "stop_reason": level.stop_reason, "highest_passed_rps": level.highest_passed_rps,
+        "start_rate_rps": level.start_rate_rps, "start_p99_ms": level.start_p99_ms,
+        "start_cpu_ms_per_request": level.start_cpu_ms_per_request,
+        "memcached_hit_ratio": level.memcached_hit_ratio,
         "memcached_evictions": cache.evictions if cache else None,
         "memcached_bytes": cache.bytes if cache else None,
         "redis_used_memory_bytes": stored.redis_used_memory_bytes,

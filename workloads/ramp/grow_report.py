@@ -24,11 +24,17 @@ def plot_curve(record: GrowRecord, path: Path) -> None:
     levels = [level for level in record.levels if level.stored.posts > 0]
     posts = [level.stored.posts for level in levels]
     figure, (rate, cost, stores) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-    rate.plot(posts, [level.max_rate_rps or 0 for level in levels], "o-", color="tab:green")
+    rate.plot(posts, [level.max_rate_rps or 0 for level in levels], "o-", color="tab:green",
+              label="max rate at the SLA")
+    rate.plot(posts, [level.highest_passed_rps or float("nan") for level in levels], "^:",
+              color="tab:gray", label="highest rate whose step held it")
+    rate.legend(loc="lower left", fontsize=8)
     rate.set_ylabel("max req/s at the SLA")
     rate.set_ylim(bottom=0)
     cost.plot(posts, [level.cpu_ms_per_request or float("nan") for level in levels], "o-",
-              color="tab:blue", label="stack CPU ms / request")
+              color="tab:blue", label="stack CPU ms / request at the max rate")
+    cost.plot(posts, [level.start_cpu_ms_per_request or float("nan") for level in levels],
+              "o:", color="tab:cyan", label="... at the first step's rate")
     cost.set_ylabel("CPU ms / request")
     cost.set_ylim(bottom=0)
     cost.legend(loc="upper left", fontsize=8)

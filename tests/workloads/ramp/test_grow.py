@@ -46,6 +46,8 @@ def level(posts: int, grown: int, last: bool, interrupted: bool = False) -> Grow
     return GrowLevel(level=posts, grown=grown, grow_s=0.0, stored=figures(posts),
                      bundle=f"levels/{posts}-{last}", max_rate_rps=100.0, p99_ms=5.0,
                      cpu_ms_per_request=2.0, comparable=True, stop_reason="max-steps",
+                     highest_passed_rps=100.0, start_rate_rps=50.0, start_p99_ms=3.0,
+                     start_cpu_ms_per_request=2.5,
                      cache=None, memcached_hit_ratio=None,
                      rss_bytes={"redis": 10, "mongodb": 20, "memcached": 30, "nginx": 4,
                                 "home-timeline": 5},
