@@ -174,7 +174,7 @@ class ClusterRedis(Redis):
             keys,
             lambda indexes: encode_each_key([keys[i] for i in indexes], command),
             lambda index: (command[0], keys[index], *command[1:]),
-            lambda _: write)
+            lambda _: write, independent=True)
         for reply in replies:
             if isinstance(reply, StoreReplyError):
                 raise reply
@@ -258,10 +258,13 @@ class ClusterRedis(Redis):
         encode: Callable[[list[int]], bytes],
         command_at: Callable[[int], Command],
         writes: Callable[[list[int]], bool],
+        *, independent: bool = False,
     ) -> list[Any]:
         """The replies of commands on ``keys`` (``command_at(i)`` is the i-th), one
         pipeline per master (``encode`` of the commands' indexes), concurrently; a
-        command refused there or of a master out of reach, then, through redis-py."""
+        command refused there or of a master out of reach, then, through redis-py: in
+        order, or all at once when the commands are ``independent`` (a fan-out's, one
+        per key: a master away must not cost one round trip per follower in a row)."""
         await self._ready()
         groups: dict[str, list[int]] = {}
         by_redis_py: list[int] = []
@@ -299,11 +302,21 @@ class ClusterRedis(Redis):
         elif groups:
             await asyncio.gather(*(on_master(master, indexes)
                                    for master, indexes in groups.items()))
-        for index in sorted(by_redis_py):
+        async def by_redis_py_at(index: int) -> None:
             try:
                 replies[index] = await self._by_redis_py(command_at(index))
             except StoreReplyError as exc:
                 replies[index] = exc
+
+        if independent:
+            failed = await asyncio.gather(*(by_redis_py_at(index) for index in by_redis_py),
+                                          return_exceptions=True)
+            for error in failed:
+                if isinstance(error, BaseException):
+                    raise error
+        else:
+            for index in sorted(by_redis_py):
+                await by_redis_py_at(index)
         return replies
 
     async def _by_redis_py(self, args: Command) -> Any:

@@ -3,9 +3,12 @@ and 3 replicas on free ports (issue 28, item 3)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -146,6 +149,42 @@ async def test_each_key_reaches_keys_on_every_master(
     with pytest.raises(StoreReplyError, match="WRONGTYPE"):
         await cluster.each_key(timelines[:3], ["ZADD", 1, post])
     assert await cluster.zscore(timelines[2], post) == 1.0  # the other keys were done
+
+
+async def test_a_fan_out_to_a_master_away_goes_through_redis_py_at_once_a_pipeline_in_order(
+    redis_cluster: list[ServerCommand], cluster: ClusterRedis, nodes: dict[str, RedisClient],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    in_flight, most = 0, {"each_key": 0, "pipeline": 0}
+    sent_by_redis_py = cluster._by_redis_py
+    phase = "each_key"
+
+    async def counted(args: Any) -> Any:
+        nonlocal in_flight
+        in_flight += 1
+        most[phase] = max(most[phase], in_flight)
+        try:
+            await asyncio.sleep(0.001)  # a round trip: the others may start meanwhile
+            return await sent_by_redis_py(args)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(cluster, "_by_redis_py", counted)
+    await cluster.ping()
+    away = redis_cluster[0].address
+    monkeypatch.setitem(cluster._away_until, away, time.monotonic() + 60)  # as after an error
+    owners = await slot_owners(nodes[away])
+    timelines = [f"{unique('u')}:home-timeline" for _ in range(60)]
+    there = [key for key in timelines if owners[key_slot(key.encode())] == away]
+    assert len(there) > 2, "the test needs several keys on the master away"
+    await cluster.each_key(timelines, ["ZADD", 1, "post"])
+    assert [await nodes[away].zscore(key, "post") for key in there] == [1.0] * len(there)
+    assert most["each_key"] > 1
+    phase = "pipeline"
+    user = there[0]
+    assert await cluster.pipeline(("ZADD", user, 2, "p"), ("ZREM", user, "post"),
+                                  ("ZREVRANGE", user, 0, -1)) == [1, 1, [b"p"]]
+    assert most["pipeline"] == 1  # one after the other: the same key's commands in order
 
 
 async def test_a_slot_moved_to_another_master_is_followed(
