@@ -436,10 +436,16 @@ def ramp(
 def report(
     directory: Annotated[Path, typer.Argument(help="A bundle (results/<time>-<label>).")],
 ) -> None:
-    """Rebuild a bundle's plots and report.html from its files."""
+    """Rebuild a bundle's plots and report.html from its files (a ramp's, or a growth's:
+    ramp --grow)."""
     from socialbench.workloads.ramp.bundle import BundleError
+    from socialbench.workloads.ramp.grow import GROW_JSON
+    from socialbench.workloads.ramp.grow_report import build_grow_report
     from socialbench.workloads.ramp.report import build_report
 
+    if (directory / GROW_JSON).exists():
+        Console().print(f"Report: {build_grow_report(directory)}")
+        return
     try:
         path = build_report(directory)
     except BundleError as exc:

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench.workloads.ramp.bundle import Bundle, Dataset, read_bundle
+from socialbench.workloads.ramp.calibration import Calibration
 from socialbench.workloads.ramp.memory import MemoryRecord
 
 SCHEMA_VERSION = 1
@@ -127,6 +128,16 @@ class GrowLevel(Strict):
     rss_bytes: dict[str, int] = Field(
         description="Peak RSS of each component during the step the answer comes from.")
     interrupted: bool = False
+    host_calibration: Calibration | None = Field(
+        default=None, description="The host's speed before the level's first step (fixed "
+                                  "work, workloads/ramp/calibration.py): the levels' ramps "
+                                  "ran minutes apart on a host whose speed drifts.")
+
+    def host_speed(self, first: GrowLevel) -> float | None:
+        """The host's speed at this level's start against ``first``'s (1.2: a fifth faster)."""
+        if self.host_calibration is None or first.host_calibration is None:
+            return None
+        return self.host_calibration.speed_relative_to(first.host_calibration)
 
 
 class GrowManifest(Strict):
@@ -189,7 +200,8 @@ def level_record(level: int, grown: int, grow_s: float, stored: StoreFigures,
         start_p99_ms=first.latency_ms["99"] if first else None,
         start_cpu_ms_per_request=first.resources.cpu_ms_per_request if first else None,
         cache=cache, memcached_hit_ratio=cache.hit_ratio if cache else None,
-        rss_bytes=_answer_rss(bundle), interrupted=ramp.interrupted)
+        rss_bytes=_answer_rss(bundle), interrupted=ramp.interrupted,
+        host_calibration=summary.host_calibration_start)
 
 
 def _answer_rss(bundle: Bundle) -> dict[str, int]:
@@ -230,7 +242,7 @@ CSV_COLUMNS = (
     "start_rate_rps", "start_p99_ms", "start_cpu_ms_per_request", "memcached_hit_ratio",
     "memcached_evictions", "memcached_bytes", "redis_used_memory_bytes", "redis_keys",
     "mongodb_file_bytes", "post_read_indexed", "redis_rss_bytes", "mongodb_rss_bytes",
-    "memcached_rss_bytes", "services_rss_bytes", "bundle",
+    "memcached_rss_bytes", "services_rss_bytes", "host_speed", "bundle",
 )
 
 
@@ -246,7 +258,7 @@ def rss_of(level: GrowLevel, kind: str) -> int:
     return sum(rss for name, rss in level.rss_bytes.items() if of_kind(name))
 
 
-def csv_row(level: GrowLevel) -> dict[str, Any]:
+def csv_row(level: GrowLevel, first: GrowLevel | None = None) -> dict[str, Any]:
     stored, cache = level.stored, level.cache
     row: dict[str, Any] = {
         "level": level.level, "posts": stored.posts, "users": stored.users,
@@ -264,6 +276,7 @@ def csv_row(level: GrowLevel) -> dict[str, Any]:
         "post_read_indexed": stored.post_read_indexed,
         **{f"{kind}_rss_bytes": rss_of(level, kind)
            for kind in ("redis", "mongodb", "memcached", "services")},
+        "host_speed": level.host_speed(first or level),
         "bundle": level.bundle,
     }
     return {key: "" if row[key] is None else row[key] for key in CSV_COLUMNS}
@@ -294,7 +307,8 @@ class GrowWriter:
         with (self.directory / GROW_CSV).open("w", newline="") as file:
             writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
             writer.writeheader()
-            writer.writerows(csv_row(level) for level in self.record.levels)
+            levels = self.record.levels
+            writer.writerows(csv_row(level, levels[0]) for level in levels)
 
 
 def read_grow(directory: Path) -> GrowRecord:
