@@ -17,6 +17,7 @@ from rich.console import Console
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.check import (
+    DEFAULT_BUDGET_S,
     DEFAULT_FOLLOW_SLACK_MS,
     DEFAULT_HOME_ENTRIES,
     DEFAULT_LIMIT,
@@ -103,9 +104,12 @@ def check_command(
     users: Annotated[str | None, typer.Option(
         help="Check only these users' posts and timelines: ID,ID,FIRST-LAST.")] = None,
     sample: Annotated[int | None, typer.Option(
-        min=1, help="Check a random sample of this many users (default: as many as "
-        f"{DEFAULT_HOME_ENTRIES:,} home-timeline entries allow; every user below that).")]
-    = None,
+        min=1, help="Check a random sample of this many users (default: every user while "
+        f"the home timelines hold up to {DEFAULT_HOME_ENTRIES:,} entries, else as many as "
+        "--budget allows).")] = None,
+    budget: Annotated[float, typer.Option(
+        min=0.0, help="Seconds of reads for the default sample (it takes users in a random "
+        "order until they are spent).")] = DEFAULT_BUDGET_S,
     full: Annotated[bool, typer.Option(
         "--full", help="Check every user, however large the stores.")] = False,
     seed: Annotated[int | None, typer.Option(
@@ -131,7 +135,7 @@ def check_command(
     if sample is not None and (full or users is not None):
         raise typer.BadParameter("--full and --users say whom to check: no --sample with them",
                                  param_hint="--sample")
-    sampling = None if full else Sampling(users=sample, seed=seed)
+    sampling = None if full else Sampling(users=sample, seed=seed, budget_s=budget)
     result = check(stores, scope, sampling=sampling, follow_slack_ms=follow_slack, limit=limit)
     if json_out is not None:
         json_out.write_text(result.model_dump_json(indent=2))

@@ -287,32 +287,6 @@ def test_every_sample_of_a_consistent_world_passes_and_says_what_it_checked() ->
     assert check.Sample.draw(snapshot.known_users(), 10, seed=1).users == snapshot.sample.users
 
 
-def test_the_sample_is_as_large_as_the_home_entries_allow(redis_server: Any) -> None:
-    import redis as redis_client
-
-    client = redis_client.Redis(host=redis_server.host, port=redis_server.port, db=7)
-    client.flushdb()
-    try:
-        for user in range(1, 21):
-            client.zadd(check.home_timeline_key(user), {str(i): i for i in range(50)})
-        snapshot = Snapshot([], [edge(21, 1)], [], {}, {}, False)
-        homes = set(range(1, 21))
-
-        def sample(sampling: check.Sampling) -> check.Sample | None:
-            return check._sample(client, snapshot, homes, set(), sampling)
-
-        assert sample(check.Sampling(home_entries=1000)) is None  # small: every user
-        drawn = sample(check.Sampling(home_entries=250, seed=4))
-        assert drawn is not None and (drawn.size, drawn.population) == (5, 21)
-        assert drawn.users <= homes | {21} and len(drawn.users) == 5
-        assert sample(check.Sampling(users=21)) is None
-        fixed = sample(check.Sampling(users=4, seed=9))
-        assert fixed is not None and fixed.users == check.Sample.draw(homes | {21}, 4, 9).users
-    finally:
-        client.flushdb()
-        client.close()
-
-
 def test_leftovers_of_undone_composes_are_counted_but_tolerated() -> None:
     snapshot = world()
     snapshot.home_zsets[3].append((b"99", T + 7))  # a post deleted by an undo

@@ -1,8 +1,8 @@
 """After a run: did the social network still do its job? Recomputed from its stores.
 
 ``socialbench check`` (and the end of ``ramp`` and ``demo`` on the local stack) reads
-the stores once each, in bulk (the MongoDB-wire server here scans on every query), and
-checks what the services promise (see services/README.md, "Store layout"):
+the stores (every collection once, whole and streamed; or, at scale, what a sample of the
+users needs, below), and checks what the services promise (see services/README.md, "Store layout"):
 
 - every post is complete (post id, text, creator, media, mentions, timestamp);
 - every post is in its creator's user timeline (MongoDB ``user-timeline.user-timeline``),
@@ -33,16 +33,24 @@ after its ``delete_post``; its id never reached the client).
 The check does not depend on the driver: it sees every post stored, acknowledged or
 not. A problem names its user and post; up to ``limit`` examples are kept per kind.
 
-At scale (a million posts fan out to tens of millions of home-timeline entries) the
-check can take a uniform random :class:`Sample` of the users known to the stores and
-check their posts and timelines in full, as with ``users``: a problem of one user (a
-post missing from their home timeline, say) is then found with probability k/N, one
-touching m users with 1 - C(N-m, k)/C(N, k). :class:`Sampling` says how many: by
-default as many users as ``home_entries`` home-timeline entries allow, every user when
-the stores are that small. The MongoDB collections are still read whole, streamed (of
-a post, only what the check needs is kept as it is read). A restricted check knows the
-home timelines of its users only, so a post missing from its creator's user timeline
-and in no sampled home timeline is counted as an orphan (tolerated), not as missing.
+At scale (a million posts fan out to tens of millions of home-timeline entries) reading
+every collection takes minutes, and the check takes a uniform random :class:`Sample` of
+the users (the registered ones and those with a timeline in Redis) and checks their posts
+and timelines, as with ``users``: a problem of one user (a post missing from their home
+timeline, say) is then found with probability k/N, one touching m users with
+1 - C(N-m, k)/C(N, k). :class:`Sampling` says how many: every user while the home
+timelines hold at most ``home_entries`` entries (then every collection is read whole, as
+by ``--full``), else ``users``, or as many as ``budget_s`` seconds of reads allow (the
+users are read in a random order, a chunk at a time, until the budget is spent: the
+first k of a random order are a uniform sample of k). A sample reads only what its users
+need, by indexed ``$in`` queries (:mod:`check_sample` says what and why), and knows less
+than the whole: a post missing from its creator's user timeline is found only through a
+sampled home timeline holding it (else it counts as an orphan, tolerated); a post
+mentioning a sampled user, by someone the user does not follow, is checked from its
+author's side only (a sampled author's posts must be in the home timelines of the users
+they mention); a home-timeline entry of a followee's post agreeing with that followee's
+user timeline passes without its post document (a user timeline disagreeing with its
+posts is found when its owner is sampled).
 """
 
 from __future__ import annotations
@@ -50,10 +58,10 @@ from __future__ import annotations
 import math
 import random
 import re
-import secrets
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -68,14 +76,23 @@ from socialbench.registry import ServiceSpec, Store
 WHOLE = b"~whole"  # user-timeline's marker member: this ZSET holds the whole timeline
 ALL_WHOLE = "user-timeline:whole"  # user-timeline's flag: Redis holds every timeline
 # The services whose stores the check reads (its databases: "post", "social-graph",
-# "user-timeline"; Redis: the user timelines' cache and the home timelines).
-CHECKED_MONGODB = ("post-storage", "social-graph", "user-timeline")
+# "user-timeline", and "user" for a sample's population; Redis: the user timelines' cache
+# and the home timelines).
+CHECKED_MONGODB = ("post-storage", "social-graph", "user-timeline", "user")
 CHECKED_REDIS = ("user-timeline", "home-timeline")
 DEFAULT_LIMIT = 10  # examples kept per kind of problem
 DEFAULT_FOLLOW_SLACK_MS = 60_000
-DEFAULT_HOME_ENTRIES = 4_000_000  # home-timeline entries a sampled check reads, about
+DEFAULT_HOME_ENTRIES = 1_000_000  # home-timeline entries up to which every user is checked
+DEFAULT_BUDGET_S = 60.0  # seconds of a sample's reads, by default
 PIPELINE_CHUNK = 1000  # Redis commands per round trip
 _ID_TEXT = re.compile(r"0|[1-9][0-9]{0,18}")
+# What the check reads of each collection's documents.
+POST_FIELDS = {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
+               "user_mentions": 1, "timestamp": 1}
+EDGE_FIELDS = {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1}
+ENDED_FIELDS = {"_id": 0, "follower_id": 1, "followee_id": 1, "followed_at": 1,
+                "unfollowed_at": 1}
+ENTRY_FIELDS = {"_id": 0, "user_id": 1, "post_id": 1, "timestamp": 1}
 _HOME_KEY = re.compile(rb"([0-9]+):home-timeline")
 _USER_KEY = re.compile(rb"[0-9]+")
 
@@ -105,7 +122,7 @@ TOLERATED = frozenset({DANGLING_USER_TIMELINE, DANGLING_HOME, ORPHAN_POST})
 
 class StoreAddresses(BaseModel):
     """Where the social network keeps the data the check reads (the CLI knows the local
-    stack's): the MongoDB of post-storage, social-graph and user-timeline, the Redis of
+    stack's): the MongoDB of post-storage, social-graph, user-timeline and user, the Redis of
     user-timeline and home-timeline. One of each (``mongodb_url``, ``redis_url``) in the
     shared layout; a service's own instance, by service name, in ``mongodb_urls`` and
     ``redis_urls`` (the per-service layout).
@@ -135,10 +152,12 @@ class StoreAddresses(BaseModel):
 
 @dataclass(frozen=True)
 class Sampling:
-    """How many users to sample: ``users``, or as many as ``home_entries`` allow."""
+    """Whom to check: every user when the home timelines hold at most ``home_entries``
+    entries; else ``users`` users, or as many as the sample's reads fit in ``budget_s``."""
 
     users: int | None = None
     home_entries: int = DEFAULT_HOME_ENTRIES
+    budget_s: float = DEFAULT_BUDGET_S
     seed: int | None = None  # None: a fresh one (recorded in the result)
 
 
@@ -152,10 +171,16 @@ class Sample(BaseModel):
     seed: int
     users: frozenset[int] = Field(default=frozenset(), exclude=True, repr=False)
 
+    @staticmethod
+    def order(population: set[int], seed: int) -> list[int]:
+        """``population`` in a random order (the same for the same population and seed):
+        its first ``k`` are a uniform random sample of ``k``."""
+        return random.Random(seed).sample(sorted(population), len(population))
+
     @classmethod
     def draw(cls, population: set[int], size: int, seed: int) -> Sample:
-        """``size`` of ``population`` (the same ones for the same population and seed)."""
-        users = random.Random(seed).sample(sorted(population), size)
+        """``size`` of ``population``: the first of ``order``."""
+        users = cls.order(population, seed)[:size]
         return cls(size=size, population=len(population), seed=seed, users=frozenset(users))
 
     def p_found(self, users_affected: int = 1) -> float:
@@ -259,6 +284,9 @@ class Snapshot:
     sample: Sample | None = None  # the users whose timelines were read, if sampled
     # What the check needs of more posts, in less memory than their documents.
     post_facts: list[PostFacts] = field(default_factory=list)
+    # (user, post id) -> the post's score in that user's home timeline, None if absent: a
+    # sample's posts mentioning users outside it, checked from the author's side.
+    mention_scores: dict[tuple[int, int], float | None] = field(default_factory=dict)
 
     def known_users(self) -> set[int]:
         """Every user the MongoDB documents name (creators, mentions, timeline owners,
@@ -280,76 +308,80 @@ class Snapshot:
         return cast(set[int], known)
 
 
-def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
-                  timeout_s: float = 10.0, sampling: Sampling | None = None,
-                  compact: bool = False) -> Snapshot:
-    """Read the stores: each MongoDB collection once, the Redis ZSETs in pipelines.
-
-    With ``users``, only their timelines are read from Redis (every collection is still
-    read whole: whom they follow and who mentions them can be anyone); with ``sampling``
-    (and no ``users``), only a sample's (``Snapshot.sample``). With ``compact``, the posts
-    with a valid id are kept as ``post_facts``, not documents.
-    """
+@contextmanager
+def mongo_clients(stores: StoreAddresses, timeout_s: float
+                  ) -> Iterator[Callable[[str], Any]]:
+    """A function from a service's name to a client of its MongoDB (one client a URL)."""
     import pymongo
 
     timeout_ms = int(timeout_s * 1000)
-    mongo_clients: dict[str, pymongo.MongoClient[dict[str, Any]]] = {}
+    clients: dict[str, pymongo.MongoClient[dict[str, Any]]] = {}
 
     def mongo(service: str) -> pymongo.MongoClient[dict[str, Any]]:
         url = stores.mongodb_of(service)
-        if url not in mongo_clients:
-            mongo_clients[url] = pymongo.MongoClient(
+        if url not in clients:
+            clients[url] = pymongo.MongoClient(
                 url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
                 socketTimeoutMS=max(timeout_ms, 600_000))
-        return mongo_clients[url]
+        return clients[url]
 
     try:
-        posts: list[dict[str, Any]] = []
-        post_facts: list[PostFacts] = []
+        yield mongo
+    finally:
+        for client in clients.values():
+            client.close()
+
+
+@contextmanager
+def redis_clients(stores: StoreAddresses, timeout_s: float) -> Iterator[tuple[Any, Any]]:
+    """Clients of home-timeline's Redis and of user-timeline's (one client if the same)."""
+    home = _redis_client(stores.redis_of("home-timeline"), timeout_s)
+    timelines = (home if stores.redis_of("user-timeline") == stores.redis_of("home-timeline")
+                 else _redis_client(stores.redis_of("user-timeline"), timeout_s))
+    try:
+        yield home, timelines
+    finally:
+        home.close()
+        timelines.close()
+
+
+def read_snapshot(stores: StoreAddresses, users: set[int] | None = None,
+                  timeout_s: float = 10.0, compact: bool = False) -> Snapshot:
+    """Read the stores: each MongoDB collection once, the Redis ZSETs in pipelines.
+
+    With ``users``, only their timelines are read from Redis (every collection is still
+    read whole: whom they follow and who mentions them can be anyone). With ``compact``,
+    the posts with a valid id are kept as ``post_facts``, not documents. (A sample's
+    reads are :func:`socialbench.workloads.definitions.check_sample.read_sample`.)
+    """
+    posts: list[dict[str, Any]] = []
+    post_facts: list[PostFacts] = []
+    with mongo_clients(stores, timeout_s) as mongo:
         for post in mongo("post-storage")["post"]["post"].find(
-                {}, {"_id": 0, "post_id": 1, "creator": 1, "text": 1, "media": 1,
-                     "user_mentions": 1, "timestamp": 1}, batch_size=10_000):
+                {}, POST_FIELDS, batch_size=10_000):
             facts = read_post(post) if compact else None
             if facts is None:
                 posts.append(post)
             else:
                 post_facts.append(facts)
         graph = mongo("social-graph")["social-graph"]
-        edges = list(graph["social-graph"].find(
-            {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "timestamp": 1},
-            batch_size=10_000))
-        ended_follows = list(graph["ended-follows"].find(
-            {}, {"_id": 0, "follower_id": 1, "followee_id": 1, "followed_at": 1,
-                 "unfollowed_at": 1}, batch_size=10_000))
+        edges = list(graph["social-graph"].find({}, EDGE_FIELDS, batch_size=10_000))
+        ended_follows = list(graph["ended-follows"].find({}, ENDED_FIELDS, batch_size=10_000))
         user_entries = list(mongo("user-timeline")["user-timeline"]["user-timeline"].find(
-            {}, {"_id": 0, "user_id": 1, "post_id": 1, "timestamp": 1}, batch_size=10_000))
-    finally:
-        for client in mongo_clients.values():
-            client.close()
-    home = _redis_client(stores.redis_of("home-timeline"), timeout_s)
-    timelines = (home if stores.redis_of("user-timeline") == stores.redis_of("home-timeline")
-                 else _redis_client(stores.redis_of("user-timeline"), timeout_s))
+            {}, ENTRY_FIELDS, batch_size=10_000))
     snapshot = Snapshot(posts, edges, user_entries, {}, {}, False, ended_follows,
                         post_facts=post_facts)
-    try:
+    with redis_clients(stores, timeout_s) as (home, timelines):
         snapshot.all_whole = bool(timelines.exists(ALL_WHOLE))
         if users is None:
-            home_users, timeline_users = _timeline_keys(home)
+            home_users, timeline_users = timeline_keys(home)
             if timelines is not home:
-                home_users, timeline_users = home_users, _timeline_keys(timelines)[1]
-            if sampling is not None:
-                snapshot.sample = _sample(home, snapshot, home_users, timeline_users,
-                                          sampling)
-                if snapshot.sample is not None:
-                    users = set(snapshot.sample.users)
-        if users is not None:
+                timeline_users = timeline_keys(timelines)[1]
+        else:
             home_users = timeline_users = set(users)
-        snapshot.home_zsets = _zsets(home, {user: home_timeline_key(user)
+        snapshot.home_zsets = zsets(home, {user: home_timeline_key(user)
                                             for user in home_users})
-        snapshot.user_zsets = _zsets(timelines, {user: str(user) for user in timeline_users})
-    finally:
-        home.close()
-        timelines.close()
+        snapshot.user_zsets = zsets(timelines, {user: str(user) for user in timeline_users})
     return snapshot
 
 
@@ -371,23 +403,7 @@ def _redis_client(url: str, timeout_s: float) -> Any:
                         socket_connect_timeout=timeout_s)
 
 
-def _sample(client: Any, snapshot: Snapshot, home_users: set[int], timeline_users: set[int],
-            sampling: Sampling) -> Sample | None:
-    """The sample ``sampling`` asks for; None when it would be every user."""
-    population = snapshot.known_users() | home_users | timeline_users
-    size = sampling.users
-    if size is None:
-        entries = sum(_zcards(client, [home_timeline_key(user) for user in home_users]))
-        if entries <= sampling.home_entries:
-            return None
-        size = max(1, sampling.home_entries * len(population) // entries)
-    if size >= len(population):
-        return None
-    seed = sampling.seed if sampling.seed is not None else secrets.randbits(32)
-    return Sample.draw(population, size, seed)
-
-
-def _zcards(client: Any, keys: list[str]) -> list[int]:
+def zcards(client: Any, keys: list[str]) -> list[int]:
     sizes: list[int] = []
     for start in range(0, len(keys), PIPELINE_CHUNK):
         with client.pipeline(transaction=False) as pipe:
@@ -397,7 +413,7 @@ def _zcards(client: Any, keys: list[str]) -> list[int]:
     return sizes
 
 
-def _timeline_keys(client: Any) -> tuple[set[int], set[int]]:
+def timeline_keys(client: Any) -> tuple[set[int], set[int]]:
     """The users with a home timeline and with a cached user timeline in Redis (one SCAN)."""
     home: set[int] = set()
     timelines: set[int] = set()
@@ -409,7 +425,7 @@ def _timeline_keys(client: Any) -> tuple[set[int], set[int]]:
     return home, timelines
 
 
-def _zsets(client: Any, keys: dict[int, str]) -> dict[int, list[tuple[bytes, float]]]:
+def zsets(client: Any, keys: dict[int, str]) -> dict[int, list[tuple[bytes, float]]]:
     """Each key's ZSET (ascending), pipelined; a missing key is no entry, not a ZSET skipped."""
     found: dict[int, list[tuple[bytes, float]]] = {}
     items = sorted(keys.items())
@@ -639,23 +655,9 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
                                  "whole timeline")
 
     # -- home timelines
-    followers = _follow_intervals(snapshot, users)
-    required: dict[int, set[int]] = defaultdict(set)  # user -> posts it must have
-    allowed: dict[int, set[int]] = defaultdict(set)  # user -> posts it may have
-    for post in posts.values():
-        if post.creator is None or post.timestamp is None or post.post_id in orphans:
-            continue
-        at = post.timestamp
-        for follower, followed_at, unfollowed_at in followers.get(post.creator, ()):
-            if follower == post.creator:
-                continue
-            if followed_at <= at and at + follow_slack_ms <= unfollowed_at:
-                required[follower].add(post.post_id)
-            if followed_at <= at + follow_slack_ms and at <= unfollowed_at + follow_slack_ms:
-                allowed[follower].add(post.post_id)
-        for mentioned in post.mentions - {post.creator}:
-            required[mentioned].add(post.post_id)
-            allowed[mentioned].add(post.post_id)
+    required, allowed = expected_homes(
+        (post for post in posts.values() if post.post_id not in orphans),
+        follow_intervals(snapshot, users), follow_slack_ms)
     home_users = sorted(u for u in set(snapshot.home_zsets) | set(required) if in_scope(u))
     if users is not None:
         home_users = sorted(users)
@@ -686,6 +688,17 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
                    else f"by user {post.creator}, whom the user followed then")
             findings.add(MISSING_FROM_HOME, user, post_id, f"missing: {why}")
 
+    for (mentioned, post_id), score in sorted(snapshot.mention_scores.items()):
+        post = posts.get(post_id)
+        if post is None or post_id in orphans or in_scope(mentioned) or (
+                mentioned not in post.mentions or mentioned == post.creator):
+            continue
+        if score is None:
+            findings.add(MISSING_FROM_HOME, mentioned, post_id,
+                         f"missing: mentions the user (by user {post.creator}, sampled)")
+        else:
+            _check_scores(findings, HOME_ORDER, mentioned, post, [score], "home-timeline")
+
     problems = [p for kind in sorted(findings.examples) for p in findings.examples[kind]]
     counts = {k: n for k, n in sorted(findings.counts.items()) if k not in TOLERATED}
     tolerated = {k: n for k, n in sorted(findings.counts.items()) if k in TOLERATED}
@@ -700,8 +713,32 @@ def analyse(snapshot: Snapshot, users: set[int] | None = None, *,
     )
 
 
-def _follow_intervals(snapshot: Snapshot, users: set[int] | None
-                      ) -> dict[int, list[tuple[int, int, float]]]:
+def expected_homes(posts: Iterable[PostFacts],
+                   followers: dict[int, list[tuple[int, int, float]]], follow_slack_ms: int
+                   ) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
+    """user -> the posts its home timeline must hold, and -> those it may hold: those of
+    its followees over the follow intervals ``followers`` gives, and those mentioning it."""
+    required: dict[int, set[int]] = defaultdict(set)
+    allowed: dict[int, set[int]] = defaultdict(set)
+    for post in posts:
+        if post.creator is None or post.timestamp is None:
+            continue
+        at = post.timestamp
+        for follower, followed_at, unfollowed_at in followers.get(post.creator, ()):
+            if follower == post.creator:
+                continue
+            if followed_at <= at and at + follow_slack_ms <= unfollowed_at:
+                required[follower].add(post.post_id)
+            if followed_at <= at + follow_slack_ms and at <= unfollowed_at + follow_slack_ms:
+                allowed[follower].add(post.post_id)
+        for mentioned in post.mentions - {post.creator}:
+            required[mentioned].add(post.post_id)
+            allowed[mentioned].add(post.post_id)
+    return required, allowed
+
+
+def follow_intervals(snapshot: Snapshot, users: set[int] | None
+                     ) -> dict[int, list[tuple[int, int, float]]]:
     """followee -> (follower, followed_at, unfollowed_at), the followers among ``users``
     (if given): current follows end never."""
     followers: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
@@ -752,11 +789,17 @@ def check(stores: StoreAddresses, users: Iterable[int] | None = None, *,
     import pymongo.errors
     import redis.exceptions
 
+    # Imported here: the sample's reads build on this module's.
+    from socialbench.workloads.definitions.check_sample import read_sample
+
     scope = set(users) if users is not None else None
     started = time.monotonic()
     try:
-        snapshot = read_snapshot(stores, scope, timeout_s=timeout_s, sampling=sampling,
-                                 compact=True)
+        snapshot = None
+        if scope is None and sampling is not None:
+            snapshot = read_sample(stores, sampling, timeout_s, follow_slack_ms)
+        if snapshot is None:
+            snapshot = read_snapshot(stores, scope, timeout_s=timeout_s, compact=True)
     except (pymongo.errors.PyMongoError, redis.exceptions.RedisError, OSError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return CheckResult.unreadable(f"cannot read the stores: {type(exc).__name__}: "
