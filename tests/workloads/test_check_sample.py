@@ -13,7 +13,12 @@ import redis
 
 from socialbench.stack.servers import ServerCommand, free_port, mongodb_command
 from socialbench.workloads.definitions import check
-from socialbench.workloads.definitions.check_sample import read_sample
+from socialbench.workloads.definitions.check_sample import (
+    FIRST_CHUNK,
+    USER_CHUNK,
+    next_chunk,
+    read_sample,
+)
 from tests.support import serving
 from tests.workloads.test_check import Network, edge, kinds, random_network
 
@@ -155,5 +160,16 @@ def test_the_sample_fills_its_time_budget_or_is_every_user(
     assert read_sample(stores, check.Sampling()) is None  # small: the full check
     snapshot = read_sample(stores, check.Sampling(home_entries=10, budget_s=0.0, seed=2))
     assert snapshot is not None and snapshot.sample is not None
-    assert snapshot.sample.size == 40  # a chunk (of up to 250), then the budget is spent
+    assert snapshot.sample.size == FIRST_CHUNK  # the first chunk, then the budget is spent
     assert check.analyse(snapshot).passed
+    snapshot = read_sample(stores, check.Sampling(home_entries=10, budget_s=60.0, seed=2))
+    assert snapshot is not None and snapshot.sample is not None
+    assert snapshot.sample.size == 40
+
+
+def test_a_budgeted_samples_chunks_fit_what_is_left_of_the_budget_at_the_rate_so_far() -> None:
+    assert next_chunk(taken=10, reading_s=5.0, left_s=20.0) == 40
+    assert next_chunk(taken=10, reading_s=5.0, left_s=0.4) == 0  # not one user more fits
+    assert next_chunk(taken=10, reading_s=0.01, left_s=50.0) == USER_CHUNK
+    assert next_chunk(taken=10, reading_s=0.0, left_s=50.0) == USER_CHUNK
+    assert next_chunk(taken=10, reading_s=5.0, left_s=0.0) == 0

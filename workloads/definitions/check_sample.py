@@ -60,7 +60,8 @@ from socialbench.workloads.definitions.check import (
 )
 
 IN_CHUNK = 1000  # values of one $in query
-USER_CHUNK = 250  # users read at a time, until the budget is spent
+USER_CHUNK = 250  # users read at a time at most
+FIRST_CHUNK = 10  # users of a budgeted sample's first chunk, which times a user's reads
 
 
 def read_sample(stores: StoreAddresses, sampling: Sampling, timeout_s: float = 10.0,
@@ -68,10 +69,10 @@ def read_sample(stores: StoreAddresses, sampling: Sampling, timeout_s: float = 1
     """A snapshot of the sample ``sampling`` asks for (``Snapshot.sample``); None when every
     user is to be checked (then every collection is read whole: ``read_snapshot``).
 
-    The population is read first, put in a random order, and read ``USER_CHUNK`` users at
-    a time: ``sampling.users`` of them, or as many as ``sampling.budget_s`` allows (the
-    chunk under way when it runs out is finished). Either way the users read are the first
-    of a random order: a uniform random sample of their number.
+    The population is read first, put in a random order, and read a chunk of users at a
+    time: ``sampling.users`` of them, ``USER_CHUNK`` a chunk, or as many as
+    ``sampling.budget_s`` allows (:func:`next_chunk`). Either way the users read are the
+    first of a random order: a uniform random sample of their number.
     """
     started = time.monotonic()
     with mongo_clients(stores, timeout_s) as mongo, \
@@ -94,12 +95,15 @@ def read_sample(stores: StoreAddresses, sampling: Sampling, timeout_s: float = 1
         wanted = sampling.users if sampling.users is not None else len(order)
         reader = _SampleReader(mongo, home, timelines, follow_slack_ms)
         taken = 0
-        while taken < wanted:
-            chunk = order[taken:min(wanted, taken + USER_CHUNK)]
+        size = USER_CHUNK if sampling.users is not None else FIRST_CHUNK
+        reading = time.monotonic()
+        while taken < wanted and size > 0:
+            chunk = order[taken:min(wanted, taken + size)]
             reader.read(set(chunk))
             taken += len(chunk)
-            if sampling.users is None and time.monotonic() - started >= sampling.budget_s:
-                break
+            if sampling.users is None:
+                now = time.monotonic()
+                size = next_chunk(taken, now - reading, sampling.budget_s - (now - started))
     snapshot = reader.snapshot
     snapshot.sample = Sample(size=taken, population=len(population), seed=seed,
                              users=frozenset(order[:taken]))
@@ -110,6 +114,21 @@ def read_sample(stores: StoreAddresses, sampling: Sampling, timeout_s: float = 1
         {"user_id": post.creator, "post_id": post.post_id, "timestamp": post.timestamp}
         for post in reader.listed.values() if post.creator not in snapshot.sample.users)
     return snapshot
+
+
+def next_chunk(taken: int, reading_s: float, left_s: float) -> int:
+    """How many users the next chunk of a budgeted sample takes, ``taken`` having been read
+    in ``reading_s`` seconds with ``left_s`` of the budget left: as many as fit in what is
+    left at the rate so far (up to ``USER_CHUNK``), 0 to stop.
+
+    At a million posts a user's reads take about half a second (a hundred posts of its own
+    and hundreds of mentions, each post's document ~1 ms), so a fixed chunk of 250 users
+    overran a 60 s budget by minutes. The rate so far is an upper bound: the followees'
+    timelines, read once, cost the first chunks more than the later ones.
+    """
+    if left_s <= 0 or taken == 0:
+        return 0
+    return min(USER_CHUNK, int(left_s * taken / reading_s)) if reading_s > 0 else USER_CHUNK
 
 
 class _SampleReader:
