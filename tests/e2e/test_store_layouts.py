@@ -1,9 +1,11 @@
-"""The stack on the original's store layout (``up --stores per-service``) and on a Redis
-Cluster (``up --redis-mode cluster``, 3 masters and 3 replicas): seeded, loaded and
-checked, each service's data in its own instances. A stack of its own for each."""
+"""The stack on the original's store layout (``up --stores per-service``, memcached given
+``--memcached-memory``) and on a Redis Cluster (``up --redis-mode cluster``, 3 masters and
+3 replicas): seeded, loaded and checked, each service's data in its own instances. A stack
+of its own for each."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +24,13 @@ from tests.support import socialbench
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 USERS = 40
+MEMCACHED_MB = 64
 
 
 @pytest.fixture(scope="module")
 def per_service_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from own_stack(tmp_path_factory.mktemp("per-service"), "per-service")
+    yield from own_stack(tmp_path_factory.mktemp("per-service"), "per-service",
+                         "--memcached-memory", str(MEMCACHED_MB))
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +80,9 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     stores = {c.name for c in state.components if c.kind == "store"}
     assert stores == {i.name for i in registry.store_instances(StoreLayout.PER_SERVICE)}
     config = seed_load_and_check(per_service_stack)
+    memcached = [c for c in state.components if c.name.startswith("memcached")]
+    assert len(memcached) == 4
+    assert {memcached_limit(c.port) for c in memcached} == {MEMCACHED_MB * 2**20}
 
     # Each service's data is in its own instances and nowhere else.
     def mongodb(owner: str) -> pymongo.MongoClient[dict[str, object]]:
@@ -101,6 +108,18 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     assert home and all(key.endswith(b":home-timeline") for key in home)
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("user-timeline"))
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("social-graph"))
+
+
+def memcached_limit(port: int) -> int:
+    """The memory the memcached on ``port`` may use (``stats``' limit_maxbytes)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(b"stats\r\n")
+        reply = b""
+        while not reply.endswith(b"END\r\n"):
+            reply += conn.recv(65536)
+    stats = dict(line.split()[1:3] for line in reply.decode().splitlines()
+                 if line.startswith("STAT "))
+    return int(stats["limit_maxbytes"])
 
 
 def test_seeded_loaded_and_checked_on_a_redis_cluster(redis_cluster_stack: Path) -> None:

@@ -245,6 +245,14 @@ def test_a_memcached_pool_is_started_on_consecutive_ports_and_given_to_the_servi
     assert record is not None and record.memcached_servers == 3
 
 
+def test_every_memcached_of_a_pool_gets_the_memory_asked_for(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, memcached_instances=2, memcached_memory_mb=3072)
+    memcached = [c for c in launcher.plan(config) if c.name.startswith("memcached")]
+    assert len(memcached) == 2
+    for component in memcached:
+        assert component.argv[component.argv.index("-m") + 1] == "3072"
+
+
 def test_one_memcached_keeps_its_name_and_address(tmp_path: Path) -> None:
     config = StackConfig(data_dir=tmp_path, memcached_port=12000)
     assert [c.name for c in launcher.plan(config) if c.name.startswith("memcached")] == [
