@@ -302,6 +302,7 @@ class ClusterRedis(Redis):
         elif groups:
             await asyncio.gather(*(on_master(master, indexes)
                                    for master, indexes in groups.items()))
+
         async def by_redis_py_at(index: int) -> None:
             try:
                 replies[index] = await self._by_redis_py(command_at(index))

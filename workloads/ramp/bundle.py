@@ -83,6 +83,17 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RunHeader(Strict):
+    """What every bundle's manifest says first: which socialbench ran, when, how it was
+    started and at which commit."""
+
+    socialbench_version: str
+    created_at: datetime
+    label: str
+    command_line: list[str]
+    git: dict[str, Any]
+
+
 class Dataset(Strict):
     """What the target held while it was measured."""
 
@@ -189,15 +200,10 @@ class PodRecord(Strict):
     restarts: int = Field(description="Restarts of its containers, together.")
 
 
-class Manifest(Strict):
+class Manifest(RunHeader):
     """manifest.json: everything needed to know what ran and to run it again."""
 
     schema_version: int = SCHEMA_VERSION
-    socialbench_version: str
-    created_at: datetime
-    label: str
-    command_line: list[str]
-    git: dict[str, Any]
     config: RampConfig
     dataset: Dataset
     stack: StackRecord | None = Field(

@@ -30,7 +30,7 @@ import jinja2
 import numpy as np
 from matplotlib import pyplot as plt
 from matplotlib.ticker import FixedLocator, FuncFormatter
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from socialbench import __version__
 from socialbench.workloads.cache.energy import OpsEnergy, format_joules
@@ -39,6 +39,7 @@ from socialbench.workloads.cache.scale import Level, ScaleOutcome
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
     BundleError,
+    RunHeader,
     bundle_dir,
     read_histogram_log,
     write_interval_log,
@@ -66,16 +67,9 @@ KEYS = ("50", "90", "99", "99.9", "99.99", "100")
 _TEMPLATE = Path(__file__).with_name("cache_report.html.j2")
 
 
-class CacheManifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CacheManifest(RunHeader):
     schema_version: int = SCHEMA_VERSION
     kind: str  # cache-run or cache-scale
-    socialbench_version: str
-    created_at: datetime
-    label: str
-    command_line: list[str]
-    git: dict[str, Any]
     hardware: dict[str, Any]
     software: dict[str, Any]
     config: dict[str, Any]

@@ -24,13 +24,12 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from socialbench.workloads.ramp.bundle import Bundle, Dataset, read_bundle
+from socialbench.workloads.ramp.bundle import Bundle, Dataset, RunHeader, Strict, read_bundle
 from socialbench.workloads.ramp.calibration import Calibration
 from socialbench.workloads.ramp.memory import MemoryRecord
 
@@ -60,10 +59,6 @@ def posts_to_add(stored: int, level: int) -> int:
     """Posts to compose to bring ``stored`` to ``level`` (none once there or above: posts
     are never taken away, and a ramp's own composes count)."""
     return max(0, level - stored)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class StoreFigures(Strict):
@@ -140,15 +135,10 @@ class GrowLevel(Strict):
         return self.host_calibration.speed_relative_to(first.host_calibration)
 
 
-class GrowManifest(Strict):
+class GrowManifest(RunHeader):
     """What was grown and how, and what ran."""
 
     schema_version: int = SCHEMA_VERSION
-    socialbench_version: str
-    created_at: datetime
-    label: str
-    command_line: list[str]
-    git: dict[str, Any]
     hardware: dict[str, Any]
     software: dict[str, Any]
     levels: list[int]
