@@ -28,12 +28,12 @@ on twitter:10000:10 with 2 posts per user, alternated runs, the API path registe
 6,244-8,275, 11,714-16,446 and 1,102-1,529. At 100,000 users, 4.08 million follows and a
 million posts it took 22.5 minutes (6,492 users/s, 9,336 follows/s, 1,126 posts/s), where
 the API path would take about 1.6 hours; on the next day's VM, of the same size but 2.3
-times as fast, 12.9 minutes (11,666, 19,034 and 1,814/s). It is CPU-bound: per post about 0.74 ms of this
-process, 0.54 ms of FerretDB and 0.19 ms of Redis. FerretDB takes a thousand documents in
-one insert at 9,000-24,000 documents/s, where one at a time is a round trip each (0.7 ms
-at p50 from one caller, docs/ferretdb.md): coalescing is what keeps it busy. An author's
-posts are fanned out together (``HomeTimelineService.write_many``): posts/s at 100k users
-went from 650-750 to 920-990.
+times as fast, 12.9 minutes (11,666, 19,034 and 1,814/s). It is CPU-bound: per post
+about 0.74 ms of this process, 0.54 ms of FerretDB and 0.19 ms of Redis. FerretDB takes
+a thousand documents in one insert at 9,000-24,000 documents/s, where one at a time is a
+round trip each (0.7 ms at p50 from one caller, docs/ferretdb.md): coalescing is what
+keeps it busy. An author's posts are fanned out together
+(``HomeTimelineService.write_many``): posts/s at 100k users went from 650-750 to 920-990.
 """
 
 from __future__ import annotations
