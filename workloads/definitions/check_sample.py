@@ -121,10 +121,11 @@ def next_chunk(taken: int, reading_s: float, left_s: float) -> int:
     in ``reading_s`` seconds with ``left_s`` of the budget left: as many as fit in what is
     left at the rate so far (up to ``USER_CHUNK``), 0 to stop.
 
-    At a million posts a user's reads take about half a second (a hundred posts of its own
-    and hundreds of mentions, each post's document ~1 ms), so a fixed chunk of 250 users
-    overran a 60 s budget by minutes. The rate so far is an upper bound: the followees'
-    timelines, read once, cost the first chunks more than the later ones.
+    At a million posts on 10,000 users a user's reads took 0.15 s to over half a second,
+    with the VM's speed (a hundred posts of its own and hundreds of mentions, each post's
+    document ~1 ms), so a fixed chunk of 250 users overran a 60 s budget by minutes. The
+    rate so far errs on the slow side: the followees' timelines, read once, cost the first
+    chunks more than the later ones.
     """
     if left_s <= 0 or taken == 0:
         return 0
