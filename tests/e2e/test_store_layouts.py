@@ -80,8 +80,8 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     stores = {c.name for c in state.components if c.kind == "store"}
     assert stores == {i.name for i in registry.store_instances(StoreLayout.PER_SERVICE)}
     config = seed_load_and_check(per_service_stack)
-    memcached = [c for c in state.components if c.name.startswith("memcached")]
-    assert len(memcached) == 4
+    memcached = [c for c in state.components if c.name.endswith("-memcached")]
+    assert len(memcached) == 2  # user's and post-storage's
     assert {memcached_limit(c.port) for c in memcached} == {MEMCACHED_MB * 2**20}
 
     # Each service's data is in its own instances and nowhere else.
