@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from socialbench.stack import launcher
 from socialbench.stack.servers import free_ports
+from tests.support import socialbench
 
 # Debian's chromium, driven by Playwright (which cannot download a browser here).
 CHROMIUM = Path("/usr/bin/chromium")
@@ -75,3 +78,16 @@ def up_on_free_ports(data_dir: Path) -> tuple[list[str], str]:
         "--service-port-offset", str(launcher.free_service_offset()),
         "--nginx-workers", "1", "--timeout", "600",
     ], f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def stack_on_free_ports(data_dir: Path) -> Iterator[tuple[list[str], str]]:
+    """A stack of its own in ``data_dir`` (``up_on_free_ports``), stopped after: its ``up``
+    arguments and front-end URL."""
+    args, url = up_on_free_ports(data_dir)
+    up = socialbench(*args)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield args, url
+    finally:
+        socialbench("down", "--data-dir", str(data_dir))

@@ -11,7 +11,7 @@ import pytest
 
 from socialbench.workloads.ramp.bundle import read_bundle
 from socialbench.workloads.ramp.grow import GROW_CSV, read_grow
-from tests.e2e.support import up_on_free_ports
+from tests.e2e.support import stack_on_free_ports
 from tests.support import socialbench
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -20,13 +20,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 @pytest.fixture
 def own_stack(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     data_dir = tmp_path / "stack"
-    args, url = up_on_free_ports(data_dir)
-    up = socialbench(*args)
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
+    with stack_on_free_ports(data_dir) as (_, url):
         yield data_dir, url
-    finally:
-        socialbench("down", "--data-dir", str(data_dir))
 
 
 def test_the_ramp_runs_at_each_level_of_posts(own_stack: tuple[Path, str],

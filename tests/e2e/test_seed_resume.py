@@ -18,7 +18,7 @@ from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions import graph
 from socialbench.workloads.definitions.seed import SeedPlan
 from tests.e2e.store_contents import planned_contents, read_contents
-from tests.e2e.support import up_on_free_ports
+from tests.e2e.support import stack_on_free_ports
 from tests.support import socialbench
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -27,13 +27,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 @pytest.fixture
 def own_stack(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     data_dir = tmp_path / "stack"
-    args, _ = up_on_free_ports(data_dir)
-    up = socialbench(*args)
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
+    with stack_on_free_ports(data_dir) as (args, _):
         yield data_dir, args
-    finally:
-        socialbench("down", "--data-dir", str(data_dir))
 
 
 def seed_args(source: str, seed: int, data_dir: Path, path: str) -> list[str]:
