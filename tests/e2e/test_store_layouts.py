@@ -5,7 +5,6 @@ of its own for each."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from socialbench.registry import Store, StoreLayout
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_ports
+from socialbench.stack.store_stats import memcached_stats
 from tests.conftest import store_options
 from tests.support import socialbench
 
@@ -82,7 +82,8 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     config = seed_load_and_check(per_service_stack)
     memcached = [c for c in state.components if c.name.endswith("-memcached")]
     assert len(memcached) == 2  # user's and post-storage's
-    assert {memcached_limit(c.port) for c in memcached} == {MEMCACHED_MB * 2**20}
+    assert {int(memcached_stats("127.0.0.1", c.port)["limit_maxbytes"]) for c in memcached} == {
+        MEMCACHED_MB * 2**20}
 
     # Each service's data is in its own instances and nowhere else.
     def mongodb(owner: str) -> pymongo.MongoClient[dict[str, object]]:
@@ -108,18 +109,6 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     assert home and all(key.endswith(b":home-timeline") for key in home)
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("user-timeline"))
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("social-graph"))
-
-
-def memcached_limit(port: int) -> int:
-    """The memory the memcached on ``port`` may use (``stats``' limit_maxbytes)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        conn.sendall(b"stats\r\n")
-        reply = b""
-        while not reply.endswith(b"END\r\n"):
-            reply += conn.recv(65536)
-    stats = dict(line.split()[1:3] for line in reply.decode().splitlines()
-                 if line.startswith("STAT "))
-    return int(stats["limit_maxbytes"])
 
 
 def test_seeded_loaded_and_checked_on_a_redis_cluster(redis_cluster_stack: Path) -> None:
