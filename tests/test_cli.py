@@ -15,8 +15,11 @@ from typer.testing import CliRunner
 
 from socialbench.cli import app
 from socialbench.cli.bench import parse_rates
+from socialbench.cli.check import given_urls
 from socialbench.cli.stack import describe_workers, parse_workers
+from socialbench.registry import Store
 from socialbench.stack.launcher import StackConfig
+from socialbench.workloads.definitions.check import CHECKED_MONGODB
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver.config import LoadConfig
 
@@ -145,3 +148,30 @@ def test_bench_stack_takes_a_rate_per_workload_and_refuses_a_bad_one() -> None:
             parse_rates([bad])
     result = CliRunner().invoke(app, ["bench", "stack", "--rate", "mixed=fast"])
     assert result.exit_code == 2 and "WORKLOAD=REQ/S" in result.output
+
+
+def test_check_takes_one_url_for_every_service_or_one_per_instance() -> None:
+    everyone = "mongodb://db:27017/?authSource=admin&tls=true"
+    assert given_urls(Store.MONGODB, [everyone]) == dict.fromkeys(CHECKED_MONGODB, everyone)
+    own = given_urls(Store.REDIS, ["home-timeline=redis://home:6379/0", "redis://all:6379/0"])
+    assert own == {"home-timeline": "redis://home:6379/0", "user-timeline": "redis://all:6379/0"}
+    each = [f"{name}=mongodb://{name}-mongodb:27017" for name in CHECKED_MONGODB]
+    assert given_urls(Store.MONGODB, each) == {
+        name: f"mongodb://{name}-mongodb:27017" for name in CHECKED_MONGODB}
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    (["post-storage=mongodb://a:27017"], "no URL for social-graph, user-timeline, user"),
+    (["media=mongodb://a:27017", "mongodb://b:27017"], "reads the mongodb of post-storage"),
+    (["mongodb://a:27017", "mongodb://b:27017"], "two URLs for every service"),
+    (["user=", "mongodb://b:27017"], "user=: no URL"),
+])
+def test_check_refuses_urls_that_leave_a_service_out_or_name_another(
+    values: list[str], message: str,
+) -> None:
+    with pytest.raises(typer.BadParameter, match=message):
+        given_urls(Store.MONGODB, values)
+    argv = [arg for value in values for arg in ("--mongodb-url", value)]
+    result = CliRunner().invoke(app, ["check", *argv, "--redis-url", "redis://127.0.0.1:1/0"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and message.split(",")[0] in result.output, result.output

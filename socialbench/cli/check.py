@@ -1,7 +1,8 @@
 """'socialbench check': did the social network keep its promises? Read from its stores.
 
 The logic is :mod:`socialbench.workloads.definitions.check`; this module gives it the
-stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``), prints the
+stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for
+every service, or ``SERVICE=URL`` for each instance of the per-service layout), prints the
 verdict, and builds the hook ``ramp`` and ``demo`` run at their end.
 """
 
@@ -15,8 +16,11 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.registry import Store
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.check import (
+    CHECKED_MONGODB,
+    CHECKED_REDIS,
     DEFAULT_BUDGET_S,
     DEFAULT_FOLLOW_SLACK_MS,
     DEFAULT_HOME_ENTRIES,
@@ -48,6 +52,40 @@ def check_hook(stack: LocalStack, url: str, console: Console
         return result
 
     return run
+
+
+READ_FROM = {Store.MONGODB: CHECKED_MONGODB, Store.REDIS: CHECKED_REDIS}
+
+
+def given_urls(store: Store, values: list[str]) -> dict[str, str]:
+    """Each service's URL from the ``--<store>-url`` values: a bare URL serves every
+    service, ``SERVICE=URL`` that service's instance (the per-service layout). A service no
+    value covers is refused: the local stack's instances are not the deployment's."""
+    option = f"--{store}-url"
+    readers = READ_FROM[store]
+    default: str | None = None
+    own: dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or "/" in name or ":" in name:  # a URL (its query may hold '=')
+            if default is not None:
+                raise typer.BadParameter(f"two URLs for every service: {default}, {value}",
+                                         param_hint=option)
+            default = value
+        elif name not in readers:
+            raise typer.BadParameter(
+                f"{name!r}: the check reads the {store} of {', '.join(readers)} only",
+                param_hint=option)
+        elif not url:
+            raise typer.BadParameter(f"{name}=: no URL", param_hint=option)
+        else:
+            own[name] = url
+    missing = [name for name in readers if name not in own]
+    if default is None and missing:
+        raise typer.BadParameter(
+            f"no URL for {', '.join(missing)}: give one URL for every service, or "
+            f"SERVICE=URL for each of {', '.join(readers)}", param_hint=option)
+    return {name: own.get(name) or default or "" for name in readers}
 
 
 def parse_users(spec: str) -> set[int]:
@@ -95,11 +133,12 @@ def print_result(result: CheckResult, console: Console, examples: int | None = N
 
 def check_command(
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    mongodb_url: Annotated[str | None, typer.Option(
-        help="The MongoDB(-wire) server, for another deployment (default: the local "
-        "stack's).")] = None,
-    redis_url: Annotated[str | None, typer.Option(
-        help="The Redis server, e.g. redis://host:6379/0 (default: the local stack's).")]
+    mongodb_url: Annotated[list[str] | None, typer.Option(
+        help="Another deployment's MongoDB(-wire) server (default: the local stack's); "
+        "per-service: SERVICE=URL for each of " + ", ".join(CHECKED_MONGODB) + ".")] = None,
+    redis_url: Annotated[list[str] | None, typer.Option(
+        help="Another deployment's Redis, e.g. redis://host:6379/0 (default: the local "
+        "stack's); per-service: SERVICE=URL for each of " + ", ".join(CHECKED_REDIS) + ".")]
     = None,
     users: Annotated[str | None, typer.Option(
         help="Check only these users' posts and timelines: ID,ID,FIRST-LAST.")] = None,
@@ -126,11 +165,10 @@ def check_command(
     console = Console(highlight=False)
     stack = LocalStack(data_dir)
     local = local_stores(stack)
-    stores = local
-    if mongodb_url is not None:  # every service's MongoDB is the one given
-        stores = stores.model_copy(update={"mongodb_url": mongodb_url, "mongodb_urls": {}})
-    if redis_url is not None:
-        stores = stores.model_copy(update={"redis_url": redis_url, "redis_urls": {}})
+    given = {Store.MONGODB: given_urls(Store.MONGODB, mongodb_url) if mongodb_url else {},
+             Store.REDIS: given_urls(Store.REDIS, redis_url) if redis_url else {}}
+    stores = StoreAddresses.of_services(lambda spec, store: given[store].get(spec.name) or (
+        local.mongodb_of(spec.name) if store is Store.MONGODB else local.redis_of(spec.name)))
     scope = parse_users(users) if users is not None else None
     if sample is not None and (full or users is not None):
         raise typer.BadParameter("--full and --users say whom to check: no --sample with them",
@@ -139,7 +177,7 @@ def check_command(
     result = check(stores, scope, sampling=sampling, follow_slack_ms=follow_slack, limit=limit)
     if json_out is not None:
         json_out.write_text(result.model_dump_json(indent=2))
-    if result.error is not None and (mongodb_url is None or redis_url is None) and (
+    if result.error is not None and (not mongodb_url or not redis_url) and (
             stack.running_state() is None):
         console.print(f"The local stack in {stack.data_dir} is not running (socialbench up), "
                       "or give --mongodb-url and --redis-url.")

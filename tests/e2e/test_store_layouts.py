@@ -110,6 +110,19 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("user-timeline"))
     assert not any(key.endswith(b":home-timeline") for key in redis_keys("social-graph"))
 
+    # As another deployment's would be checked: each instance's URL given (SERVICE=URL).
+    def urls(store: Store, services: tuple[str, ...]) -> list[str]:
+        return [arg for name in services for arg in (
+            f"--{store}-url", f"{name}={config.store_address(registry.get(name), store)}")]
+
+    mongodb_urls = urls(Store.MONGODB, ("post-storage", "social-graph", "user-timeline", "user"))
+    redis_urls = urls(Store.REDIS, ("user-timeline", "home-timeline"))
+    given = socialbench("check", *mongodb_urls, *redis_urls)
+    assert given.returncode == 0 and "Check passed" in given.stdout, given.stdout + given.stderr
+    # post-storage's MongoDB for every service: no user there, no follow, no timeline.
+    one = socialbench("check", *redis_urls, "--mongodb-url", mongodb_urls[1].split("=", 1)[1])
+    assert one.returncode == 1 and "Check FAILED" in one.stdout, one.stdout + one.stderr
+
 
 def test_seeded_loaded_and_checked_on_a_redis_cluster(redis_cluster_stack: Path) -> None:
     config = seed_load_and_check(redis_cluster_stack)
