@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.crc import key_slot
 
@@ -71,6 +71,9 @@ from socialbench.runtime.redis_client import (
 )
 from socialbench.runtime.redis_replicated import READ_COMMANDS
 
+if TYPE_CHECKING:
+    from redis.asyncio.cluster import RedisCluster
+
 # Commands this module sends itself, their key first; any other goes to redis-py.
 KEYED_COMMANDS = READ_COMMANDS | {
     "SET", "DEL", "INCR", "EXPIRE", "ZADD", "ZREM", "ZINCRBY", "SADD", "SREM", "HSET",
@@ -90,28 +93,18 @@ class ClusterRedis(Redis):
     def __init__(self, seeds: Sequence[RedisAddress], *, max_connections: int,
                  connect_timeout_s: float, call_timeout_s: float, wait_replicas: int = 0,
                  wait_timeout_ms: int = 500) -> None:
-        from redis.asyncio.cluster import ClusterNode, RedisCluster
-
         if not seeds:
             raise ValueError("a Redis Cluster needs at least one seed node")
         if any(seed.db for seed in seeds):
             raise ValueError("a Redis Cluster has only database 0")
         if wait_replicas < 0:
             raise ValueError(f"wait_replicas cannot be negative, got {wait_replicas}")
+        self.seeds = list(seeds)
         self.password = seeds[0].password
         self.options: dict[str, Any] = {
             "max_connections": max_connections, "connect_timeout_s": connect_timeout_s,
             "call_timeout_s": call_timeout_s, "reconnect_for_s": 0.0}
-        self.cluster = RedisCluster(
-            startup_nodes=[ClusterNode(seed.host, seed.port) for seed in seeds],
-            password=self.password, max_connections=max_connections,
-            socket_connect_timeout=connect_timeout_s, socket_timeout=call_timeout_s,
-            require_full_coverage=False)
-        # Replies as Redis sends them, as our client gives them (redis-py keeps the
-        # parsers it needs itself: COMMAND, CLUSTER ...).
-        callbacks = self.cluster.response_callbacks
-        for name in [name for name in callbacks if not name.startswith(("COMMAND", "CLUSTER"))]:
-            del callbacks[name]
+        self.cluster = self._redis_py_client()
         # redis-py fails a command beyond max_connections instead of waiting.
         self._redis_py_slots = asyncio.Semaphore(max_connections)
         self.wait_command: Command | None = (
@@ -217,12 +210,31 @@ class ClusterRedis(Redis):
 
     # ------------------------------------------------------------------ routing
 
+    def _redis_py_client(self) -> RedisCluster:
+        """redis-py's cluster client of the seeds, replies left as Redis sends them (as our
+        client gives them; it keeps the parsers it needs itself: COMMAND, CLUSTER ...)."""
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+        cluster = RedisCluster(
+            startup_nodes=[ClusterNode(seed.host, seed.port) for seed in self.seeds],
+            password=self.password, max_connections=self.options["max_connections"],
+            socket_connect_timeout=self.options["connect_timeout_s"],
+            socket_timeout=self.options["call_timeout_s"], require_full_coverage=False)
+        callbacks = cluster.response_callbacks
+        for name in [name for name in callbacks if not name.startswith(("COMMAND", "CLUSTER"))]:
+            del callbacks[name]
+        return cluster
+
     async def _ready(self) -> None:
-        """The slot map, read once at the first command (redis-py refreshes it)."""
+        """The slot map, read once at the first command (redis-py refreshes it). A first
+        read that fails (the nodes not yet formed into a cluster, as while a chart's Job
+        forms it) leaves redis-py's client unable to try again: a new one tries next time."""
         if not self.cluster.nodes_manager.slots_cache:
             try:
                 await self.cluster.initialize()
             except Exception as exc:
+                failed, self.cluster = self.cluster, self._redis_py_client()
+                await failed.aclose()
                 raise _store_error(exc) from None
 
     def _master_of(self, key: bytes | None) -> str | None:

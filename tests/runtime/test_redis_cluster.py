@@ -23,7 +23,14 @@ from socialbench.runtime.redis_client import RedisClient, parse_redis_urls
 from socialbench.runtime.redis_cluster import ClusterRedis
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.stores import Stores
-from socialbench.stack.servers import ServerCommand, free_port
+from socialbench.stack.servers import (
+    ServerCommand,
+    ServerProcess,
+    form_redis_cluster,
+    free_port,
+    free_ports,
+    redis_cluster_commands,
+)
 from tests.conftest import redis_cluster_running
 
 BOUNDS = {"connect_timeout_s": 1.0, "call_timeout_s": 2.0}
@@ -289,3 +296,30 @@ async def test_a_traced_cluster_client_makes_spans_and_its_counts_reach_stats(
         exporter.shutdown()
     names = [span.name for span in exporter.get_finished_spans()]
     assert {"redis each_key ZADD", "redis ZREVRANGE", "redis DBSIZE", "request"} <= set(names)
+
+
+async def test_a_client_started_before_the_cluster_is_formed_serves_once_it_is(
+    tmp_path: Path,
+) -> None:
+    """As in a chart's install: the services start while the Job still forms the cluster."""
+    ports = free_ports(12)
+    commands = redis_cluster_commands(ports[:6], tmp_path, bus_ports=ports[6:])
+    servers = [ServerProcess(command, tmp_path / f"{command.name}.log") for command in commands]
+    client = client_of(commands)
+    try:
+        for server in servers:
+            server.wait_ready()
+        for _ in range(2):
+            with pytest.raises(StoreConnectionError):
+                await client.ping()
+
+        form_redis_cluster([command.address for command in commands], 1)
+
+        assert await client.ping()
+        key = unique("formed")
+        await client.execute_command("SET", key, b"1")
+        assert await client.execute_command("GET", key) == b"1"
+    finally:
+        await client.close()
+        for server in servers:
+            server.stop()
