@@ -97,8 +97,10 @@ def test_services_get_the_launchers_environment_names(render: Render,
             assert registry.store_instance(spec, store, layout).name in store_services
 
 
-def test_the_per_service_layout_runs_an_instance_per_service(render: Render) -> None:
-    manifests = render("--set", "stores.layout=per-service")
+def test_the_default_layout_runs_an_instance_per_service_as_the_original(
+    render: Render,
+) -> None:
+    manifests = render()
     statefulsets = by_kind(manifests, "StatefulSet")
     instances = registry.store_instances(StoreLayout.PER_SERVICE)
     assert set(statefulsets) == {instance.name for instance in instances}
@@ -106,7 +108,7 @@ def test_the_per_service_layout_runs_an_instance_per_service(render: Render) -> 
     for instance in instances:
         store = stack.STORE_BY_NAME[instance.store.value]
         container = pod_spec(statefulsets[instance.name])["containers"][0]
-        assert container["image"] == store.image
+        assert container["image"] == store.image == stack.PINNED_IMAGES[store.name]
         assert container["args"] == list(store.command)
         # Port names are at most 15 characters: the store's, not the instance's.
         assert [port["name"] for port in container["ports"]] == [instance.store.value]
@@ -170,8 +172,8 @@ def test_nginx_config_map_is_the_rendered_template(render: Render) -> None:
     assert not re.search(r"\bgit\b", yaml.safe_dump(render(*ALL_ON)))
 
 
-def test_stores_are_statefulsets_on_pinned_images(render: Render) -> None:
-    statefulsets = by_kind(render(), "StatefulSet")
+def test_the_shared_layout_is_a_statefulset_per_store_on_pinned_images(render: Render) -> None:
+    statefulsets = by_kind(render("--set", "stores.layout=shared"), "StatefulSet")
     assert set(statefulsets) == {store.name for store in stack.STORES}
     for store in stack.STORES:
         container = pod_spec(statefulsets[store.name])["containers"][0]
@@ -369,7 +371,7 @@ def test_a_given_or_existing_login_secret_is_used(helm: str) -> None:
 
 
 def test_redis_keeps_an_append_only_file_in_data(render: Render) -> None:
-    redis = by_kind(render(), "StatefulSet")["redis"]
+    redis = by_kind(render(), "StatefulSet")["home-timeline-redis"]
     container = pod_spec(redis)["containers"][0]
     args = container["args"]
     assert args[args.index("--appendonly") + 1] == "yes"
@@ -378,10 +380,37 @@ def test_redis_keeps_an_append_only_file_in_data(render: Render) -> None:
     assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
     assert pod_spec(redis)["volumes"] == [{"name": "data", "emptyDir": {}}]
     claimed = by_kind(render("--set", "stores.redis.persistence.enabled=true"),
-                      "StatefulSet")["redis"]
+                      "StatefulSet")["home-timeline-redis"]
     [claim] = claimed["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert "volumes" not in pod_spec(claimed)
+
+
+def test_an_instance_takes_its_own_settings_over_its_stores(render: Render) -> None:
+    statefulsets = by_kind(render(
+        "--set", "stores.instances.home-timeline-redis.persistence.enabled=true",
+        "--set", "stores.instances.post-storage-mongodb.resources.requests.cpu=3",
+        "--set-json", 'stores.instances.user-memcached.extraArgs=["-m","64"]'), "StatefulSet")
+    assert "volumeClaimTemplates" in statefulsets["home-timeline-redis"]["spec"]
+    assert "volumeClaimTemplates" not in statefulsets["user-timeline-redis"]["spec"]
+    requests = {name: containers(s)[0]["resources"]["requests"]
+                for name, s in statefulsets.items()}
+    assert requests["post-storage-mongodb"] == {"cpu": 3, "memory": "512Mi"}
+    assert requests["user-mongodb"] == {"cpu": "200m", "memory": "512Mi"}
+    assert containers(statefulsets["user-memcached"])[0]["args"][-2:] == ["-m", "64"]
+    assert "64" not in containers(statefulsets["post-storage-memcached"])[0]["args"]
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("stores.instances.mongodb.resources.requests.cpu=1",
+     '"mongodb" is not an instance of the per-service layout'),
+    ("stores.instances.user-mongodb.replicas=2",
+     "stores.instances.user-mongodb.replicas: an instance may set only resources"),
+])
+def test_an_instance_setting_the_chart_cannot_apply_is_refused(helm: str, setting: str,
+                                                               message: str) -> None:
+    out = template(helm, "--set", setting)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
 
 
 
@@ -403,6 +432,15 @@ def test_the_tuned_values_set_requests_limits_and_replicas_per_service(render: R
         assert container["args"][-2:] == ["--workers", str(own["workers"])], spec.name
         wanted = {**defaults["resources"]["requests"], **own["resources"].get("requests", {})}
         assert {k: str(v) for k, v in container["resources"]["requests"].items()} == wanted
+    statefulsets = by_kind(manifests, "StatefulSet")
+    assert set(tuned["stores"]["instances"]) < set(statefulsets)
+    for instance in registry.store_instances(StoreLayout.PER_SERVICE):
+        own = tuned["stores"]["instances"].get(instance.name, {})
+        store = tuned["stores"][instance.store.value]
+        (container,) = containers(statefulsets[instance.name])
+        assert container["resources"] == own.get("resources", store["resources"])
+        extra = own.get("extraArgs", store.get("extraArgs", []))
+        assert container["args"][len(container["args"]) - len(extra):] == extra
     requested = 0.0
     for kind in ("Deployment", "StatefulSet"):
         for name, workload in by_kind(manifests, kind).items():
@@ -421,7 +459,7 @@ def store_env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_store_passwords_come_from_secrets_spliced_into_the_urls(render: Render) -> None:
-    manifests = render("--set", "stores.redis.auth.enabled=true",
+    manifests = render("--set", "stores.layout=shared", "--set", "stores.redis.auth.enabled=true",
                        "--set", "stores.mongodb.auth.enabled=true")
     secrets = by_kind(manifests, "Secret")
     passwords = {store: base64.b64decode(secrets[f"sn-{store}-password"]["data"]["password"])
@@ -470,7 +508,7 @@ def test_an_external_store_url_can_come_from_a_secret(render: Render) -> None:
 
 
 def test_a_memcached_pool_is_a_headless_statefulset_of_replicas(render: Render) -> None:
-    manifests = render("--set", "stores.memcached.replicas=3")
+    manifests = render("--set", "stores.layout=shared", "--set", "stores.memcached.replicas=3")
     memcached = by_kind(manifests, "StatefulSet")["memcached"]
     assert memcached["spec"]["replicas"] == 3
     assert by_kind(manifests, "Service")["memcached"]["spec"]["clusterIP"] == "None"
@@ -535,7 +573,7 @@ def test_a_replicated_redis_is_a_primary_and_replicas_the_services_read_from(
 
 
 def test_a_redis_cluster_is_formed_by_a_job_and_seeded_to_every_service(render: Render) -> None:
-    manifests = render("--set", "stores.redis.mode=cluster",
+    manifests = render("--set", "stores.layout=shared", "--set", "stores.redis.mode=cluster",
                        "--set", "stores.redis.cluster.masters=3",
                        "--set", "stores.redis.replicas=1")
     registry_file = yaml.safe_load((stack.CHART_DIR / "files" / "registry.yaml").read_text())
@@ -556,7 +594,7 @@ def test_a_redis_cluster_is_formed_by_a_job_and_seeded_to_every_service(render: 
             assert Settings(redis_mode="cluster", redis_url=env["SOCIALBENCH_REDIS_URL"])
         else:
             assert "SOCIALBENCH_REDIS_MODE" not in env
-    per_service = render("--set", "stores.redis.mode=cluster", "--set", "stores.layout=per-service")
+    per_service = render("--set", "stores.redis.mode=cluster")
     assert sorted(j for j in by_kind(per_service, "Job") if j.endswith("-cluster")) == sorted(
         f"{i.name}-cluster" for i in registry.store_instances(StoreLayout.PER_SERVICE)
         if i.store is Store.REDIS)

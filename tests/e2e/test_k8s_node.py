@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 from socialbench import registry
+from socialbench.cli.check import READ_FROM
 from socialbench.deploy import loadjob, stack
+from socialbench.registry import Store, StoreLayout
 from socialbench.stack.servers import go_bin_dirs
 from socialbench.workloads.driver import LoadConfig, run_load
 from socialbench.workloads.driver.result import LoadResult
@@ -89,10 +91,17 @@ class Cluster:
     def pods(self, selector: str) -> list[dict[str, Any]]:
         return list(self.json("get", "pods", "-l", selector)["items"])
 
-    def check(self) -> str:
-        return self.run(str(ROOT / ".venv/bin/socialbench"), "check", "--mongodb-url",
-                        f"mongodb://{self.service_ip('mongodb')}:27017", "--redis-url",
-                        f"redis://{self.service_ip('redis')}:6379/0", timeout=300)
+    def check(self, layout: StoreLayout = StoreLayout.PER_SERVICE) -> str:
+        """`socialbench check` from the host, each checked service's instance by its
+        Service's address."""
+        urls = []
+        for store, scheme, suffix in ((Store.MONGODB, "mongodb", ":27017"),
+                                      (Store.REDIS, "redis", ":6379/0")):
+            for name in READ_FROM[store]:
+                instance = registry.store_instance(registry.get(name), store, layout).name
+                urls += [f"--{store}-url",
+                         f"{name}={scheme}://{self.service_ip(instance)}{suffix}"]
+        return self.run(str(ROOT / ".venv/bin/socialbench"), "check", *urls, timeout=300)
 
 
 def _left_behind() -> list[str]:
@@ -131,7 +140,8 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def installed(cluster: Cluster) -> Cluster:
-    """The chart with the defaults (Redis's persistence on), every pod Ready, seeded."""
+    """The chart with the defaults (the per-service layout; Redis's persistence on), every
+    pod Ready, seeded."""
     started = time.monotonic()
     cluster.helm("install", RELEASE, "helm/socialnetwork", "-f",
                  cluster.env["SOCIALBENCH_K8S_VALUES"],
@@ -155,9 +165,10 @@ def test_every_pod_ready_and_the_front_end_loaded_without_errors(installed: Clus
     ready = {p["metadata"]["labels"]["app.kubernetes.io/name"] for p in pods
              if p["status"]["phase"] == "Running"
              and all(c["ready"] for c in p["status"]["containerStatuses"])}
-    stack = {spec.name for spec in registry.SERVICES} | {"nginx", "mongodb", "redis",
-                                                         "memcached"}
-    assert ready == stack, [p["metadata"]["name"] for p in pods]
+    stores = {instance.name for instance in registry.store_instances(StoreLayout.PER_SERVICE)}
+    assert len(stores) == 11
+    assert ready == {spec.name for spec in registry.SERVICES} | {"nginx"} | stores, [
+        p["metadata"]["name"] for p in pods]
 
     result = _load(installed.front_end(), rate=100, duration_s=15)
 
@@ -231,13 +242,15 @@ def test_upgrade_keeps_the_secret_and_data_and_uninstall_leaves_nothing(
 @pytest.mark.skipif(os.environ.get(REDIS_CLUSTER_ENV) != "1", reason=(
     f"another release on the node, about 3 minutes more: {REDIS_CLUSTER_ENV}=1 runs it"))
 def test_a_redis_cluster_release_is_formed_seeded_loaded_and_checked(cluster: Cluster) -> None:
-    """Once no other release runs (the tests above end with an uninstall): Redis as a
-    cluster of 3 masters and a replica each, formed by its Job, seeded, loaded, checked."""
+    """Once no other release runs (the tests above end with an uninstall): the shared
+    layout, its Redis a cluster of 3 masters and a replica each, formed by its Job, seeded,
+    loaded, checked."""
     assert not cluster.kubectl("get", "pods", "-o", "name").strip(), "a release still runs"
     started = time.monotonic()
     # helm install returns once the post-install Job has formed the cluster.
     cluster.helm("install", RELEASE, "helm/socialnetwork", "-f",
-                 cluster.env["SOCIALBENCH_K8S_VALUES"], "--set", "stores.redis.mode=cluster",
+                 cluster.env["SOCIALBENCH_K8S_VALUES"], "--set", "stores.layout=shared",
+                 "--set", "stores.redis.mode=cluster",
                  "--set", "stores.redis.resources.requests.cpu=20m",
                  "--set", "stores.redis.resources.requests.memory=64Mi",
                  "--set", "seed.graph=synthetic:200", "--set", "seed.postsPerUser=2",

@@ -32,11 +32,33 @@ app.kubernetes.io/name: {{ .name }}
 {{/* stores.layout, checked: shared or per-service. */}}
 {{- define "socialnetwork.storeLayout" -}}
 {{- $registry := include "socialnetwork.registry" . | fromYaml -}}
-{{- $layout := .Values.stores.layout | default "shared" -}}
+{{- $layout := .Values.stores.layout | toString -}}
 {{- if not (hasKey $registry.layouts $layout) -}}
 {{- fail (printf "stores.layout: %q is not one of %s" $layout (keys $registry.layouts | sortAlpha | join ", ")) -}}
 {{- end -}}
 {{- $layout -}}
+{{- end }}
+
+{{/* The settings of one store instance ({root, instance}): its store's, with
+stores.instances.<instance name> over them (resources, extraArgs, persistence and
+scheduling only); an instance that is not in the layout is refused. */}}
+{{- define "socialnetwork.storeInstanceValues" -}}
+{{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
+{{- $layout := include "socialnetwork.storeLayout" .root -}}
+{{- $instances := .root.Values.stores.instances | default dict -}}
+{{- $names := list -}}
+{{- range get $registry.layouts $layout }}{{ $names = append $names .name }}{{ end -}}
+{{- range $name, $own := $instances -}}
+{{- if not (has $name $names) -}}
+{{- fail (printf "stores.instances: %q is not an instance of the %s layout (%s)" $name $layout (join ", " $names)) -}}
+{{- end -}}
+{{- range $key, $_ := $own -}}
+{{- if not (has $key (list "resources" "extraArgs" "persistence" "nodeSelector" "affinity" "tolerations")) -}}
+{{- fail (printf "stores.instances.%s.%s: an instance may set only resources, extraArgs, persistence, nodeSelector, affinity and tolerations" $name $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (mergeOverwrite (deepCopy (get .root.Values.stores .instance.store)) (deepCopy (get $instances .instance.name | default dict))) -}}
 {{- end }}
 
 {{/* stores.redis.mode, checked: standalone, replicated or cluster. */}}
