@@ -90,9 +90,10 @@ def run_grow(job: RampJob, stack: LocalStack, levels: list[int], *, users: int,
     config = stack.config
     described = machine.describe(job.mongodb_server)
     memory = memory_for(levels[-1])
-    if memory.warning:
-        console.print(f"[bold yellow]warning[/]: at {levels[-1]:,} posts: {memory.warning}",
-                      soft_wrap=True)
+    for warning in (memory.warning, memory.cache_warning):
+        if warning:
+            console.print(f"[bold yellow]warning[/]: at {levels[-1]:,} posts: {warning}",
+                          soft_wrap=True)
     writer = GrowWriter(bundle_dir(job.results_dir, f"{job.label}-grow"), GrowManifest(
         socialbench_version=__version__, created_at=datetime.now(UTC), label=job.label,
         command_line=described["command_line"], git=described["git"],

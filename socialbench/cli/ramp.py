@@ -52,7 +52,12 @@ from socialbench.workloads.ramp.engine import (
 )
 from socialbench.workloads.ramp.job import RampJob, execute
 from socialbench.workloads.ramp.live import print_headline
-from socialbench.workloads.ramp.memory import MemoryRecord, composed_at_most, memory_warning
+from socialbench.workloads.ramp.memory import (
+    MemoryRecord,
+    cache_warning,
+    composed_at_most,
+    memory_warning,
+)
 
 QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
 FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
@@ -116,14 +121,16 @@ def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Datase
     posts += composed * (1 if dataset.fresh else config.repeat)
     local = stack.serves(url)
     limit = None
+    instances = stack.config.memcached_instances
     if local:
-        limit = stack.config.memcached_memory_mb * stack.config.memcached_instances * 2**20
+        limit = stack.config.memcached_memory_mb * instances * 2**20
     rss = stack_rss(stack) if local else 0
     warning = memory_warning(users, follows, posts, memcached_limit=limit, stack_rss=rss,
                              what=f"the stack with {users:,} users, {follows:,} follows and "
                                   f"{posts:,} posts (the ramp's composes included)")
     return MemoryRecord.of(users, follows, posts, memcached_limit=limit, stack_rss=rss,
-                           warning=warning)
+                           warning=warning, cache_warning=cache_warning(
+                               users, posts, memcached_limit=limit, instances=instances))
 
 
 def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
@@ -353,8 +360,9 @@ def ramp(
         if fresh and levels is None else found_dataset(stack, url, load.users)
     )
     memory = ramp_memory(stack, url, config, dataset, graph_seed)
-    if memory.warning and levels is None:
-        console.print(f"[bold yellow]warning[/]: {memory.warning}", soft_wrap=True)
+    for warning in (memory.warning, memory.cache_warning):
+        if warning and levels is None:
+            console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
     traced = contextlib.ExitStack()  # with --trace-ratio: the stack traced, until the end
     try:
         spans = None if trace_ratio is None else traced.enter_context(

@@ -40,7 +40,7 @@ from socialbench.workloads.definitions.seed import (
     journal_dir,
     seed,
 )
-from socialbench.workloads.ramp.memory import memory_warning
+from socialbench.workloads.ramp.memory import cache_warning, memory_warning
 
 console = Console()
 # The bulk path's store clients: few connections (its calls are few and large, and a client
@@ -83,16 +83,21 @@ def stack_rss(stack: LocalStack) -> int:
     return total
 
 
-def seed_memory_warning(dataset: SeedDataset, stack: LocalStack | None) -> str | None:
-    """The warning when the stack would outgrow the machine's memory with ``dataset``."""
+def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list[str]:
+    """The warnings when the stack would outgrow the machine's memory with ``dataset``, or
+    the local stack's memcached would not hold its posts."""
     limit = None
+    instances = 1
     if stack is not None:
-        config = stack.config
-        limit = config.memcached_memory_mb * config.memcached_instances * 1024 * 1024
-    return memory_warning(dataset.users, dataset.follows, dataset.posts,
-                          memcached_limit=limit,
-                          stack_rss=stack_rss(stack) if stack is not None else 0,
-                          what=f"the stack with {dataset.graph} and {dataset.posts:,} posts")
+        instances = stack.config.memcached_instances
+        limit = stack.config.memcached_memory_mb * instances * 1024 * 1024
+    warnings = (
+        memory_warning(dataset.users, dataset.follows, dataset.posts, memcached_limit=limit,
+                       stack_rss=stack_rss(stack) if stack is not None else 0,
+                       what=f"the stack with {dataset.graph} and {dataset.posts:,} posts"),
+        cache_warning(dataset.users, dataset.posts, memcached_limit=limit,
+                      instances=instances))
+    return [warning for warning in warnings if warning]
 
 
 def bulk_executor(stack: LocalStack, state_path: Path) -> BulkExecutor:
@@ -162,8 +167,7 @@ def seed_command(
     console.print(f"Seeding {social_graph.name}: {dataset.users:,} users, "
                   f"{dataset.edges:,} edges (followed {how}: {dataset.follows:,} follows), "
                   f"{dataset.posts:,} posts into {target} (--path {path.value})")
-    warning = seed_memory_warning(dataset, stack if stack.serves(target) else None)
-    if warning:
+    for warning in seed_memory_warnings(dataset, stack if stack.serves(target) else None):
         console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
     executor: Executor | None = (bulk_executor(stack, state_path)
                                  if path is SeedPath.BULK else None)

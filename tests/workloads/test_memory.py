@@ -10,6 +10,7 @@ from socialbench.workloads.ramp.memory import (
     GROWTH,
     MEASURED_FANOUT,
     MemoryRecord,
+    cache_warning,
     composed_at_most,
     memory_warning,
     project,
@@ -56,3 +57,21 @@ def test_the_record_carries_the_figures_and_the_projection() -> None:
     assert record.projected == project(100_000, 4_000_000, 1_000_000)
     assert record.machine_bytes == psutil.virtual_memory().total and record.stack_bytes == 1
     assert MemoryRecord.model_validate_json(record.model_dump_json()) == record
+
+
+def test_a_memcached_smaller_than_its_posts_is_warned_of_with_the_size_that_holds_them() -> None:
+    gib = 1024 * memory.MiB
+    assert cache_warning(10_000, 100_000, memcached_limit=gib) is None
+    assert cache_warning(10_000, 1_000_000, memcached_limit=None) is None
+    warning = cache_warning(10_000, 1_000_000, memcached_limit=gib)
+    assert warning is not None and "of the 1,000,000 posts" in warning
+    held = int(warning.split("holds about ", 1)[1].split(" of", 1)[0].replace(",", ""))
+    assert 600_000 < held < 660_000  # 1 GiB at 161 MiB per 100k posts, less the users'
+    size_mb = int(warning.rsplit("--memcached-memory ", 1)[1].split("`", 1)[0])
+    assert cache_warning(10_000, 1_000_000, memcached_limit=size_mb * memory.MiB) is None
+    # A pool of 3: each instance's share.
+    pooled = cache_warning(10_000, 1_000_000, memcached_limit=3 * 128 * memory.MiB, instances=3)
+    assert pooled is not None
+    each_mb = int(pooled.rsplit("--memcached-memory ", 1)[1].split("`", 1)[0])
+    assert each_mb * 3 >= size_mb - 3 * 256 and cache_warning(
+        10_000, 1_000_000, memcached_limit=3 * each_mb * memory.MiB, instances=3) is None

@@ -3,7 +3,8 @@
 :data:`GROWTH` holds each kind of process's resident memory (RSS) on the local stack:
 empty, and what it adds per 100,000 users, per million follows and per 100,000 posts.
 :func:`project` adds up a planned dataset's; :func:`memory_warning` compares that with
-the machine's memory (``psutil.virtual_memory()``) before ``seed`` and ``ramp``.
+the machine's memory (``psutil.virtual_memory()``) before ``seed`` and ``ramp``, and
+:func:`cache_warning` memcached's posts with its limit.
 
 Measured 2026-12-04 on this 2-core, 23 GiB VM (docs/data-at-scale.md): a fresh local stack
 (shared layout, FerretDB v1.24.2 SQLite, Redis with its append-only file, one memcached of
@@ -106,6 +107,29 @@ def memory_warning(users: int, follows: int, posts: int, *, fanout: float | None
             "store that runs out is killed or swaps")
 
 
+def cache_warning(users: int, posts: int, *, memcached_limit: int | None,
+                  instances: int = 1) -> str | None:
+    """A warning when memcached (``memcached_limit`` bytes over ``instances``) cannot hold
+    every post and user it is given; None if it can or the limit is not known. The mixed
+    workload reads every post of a user with up to ~110, so past the limit its reads miss
+    and go to MongoDB: what is measured is then a cache too small for the data."""
+    if memcached_limit is None:
+        return None
+    growth = GROWTH["memcached"]
+    needed = growth.at(users, 0, posts, MEASURED_FANOUT) - growth.empty
+    if needed <= memcached_limit:
+        return None
+    for_users = growth.per_100k_users * users / 100_000
+    held = int(max(0.0, memcached_limit - for_users) * 100_000 / growth.per_100k_posts)
+    each_mb = -(-needed * 1.25 // (instances * 256 * MiB)) * 256  # room, in 256 MB steps
+    return (f"memcached's {memcached_limit / MiB:,.0f} MiB holds about {held:,} of the "
+            f"{posts:,} posts ({growth.per_100k_posts / MiB:.0f} MiB per 100k; figures of "
+            f"{MEASURED_AT}, workloads/ramp/memory.py): reads past it miss and go to "
+            "MongoDB, so the run measures a cache too small for its data (at a million "
+            "posts and 1 GiB: 88% hits and half the max rate, docs/data-at-scale.md); "
+            f"`socialbench up --memcached-memory {each_mb:.0f}` holds them")
+
+
 def composed_at_most(workload: str, rates: list[float], seconds_per_step: float) -> int:
     """Posts a ramp composes at most, if it runs every step at these rates for this long:
     all of a compose-post ramp's requests, a tenth of a mixed one's."""
@@ -136,10 +160,14 @@ class MemoryRecord(BaseModel):
     stack_bytes: int = Field(description="RSS of the local stack when the run began (0: "
                                          "not the local stack).")
     warning: str | None = None
+    cache_warning: str | None = Field(
+        default=None, description="memcached's limit below the posts and users it is given "
+                                  "(cache_warning).")
 
     @classmethod
     def of(cls, users: int, follows: int, posts: int, *, memcached_limit: int | None = None,
-           stack_rss: int = 0, warning: str | None = None) -> MemoryRecord:
+           stack_rss: int = 0, warning: str | None = None,
+           cache_warning: str | None = None) -> MemoryRecord:
         memory = psutil.virtual_memory()
         return cls(measured_at=MEASURED_AT,
                    growth={kind: {k: float(v) for k, v in asdict(growth).items()}
@@ -147,4 +175,4 @@ class MemoryRecord(BaseModel):
                    measured_fanout=MEASURED_FANOUT, users=users, follows=follows, posts=posts,
                    projected=project(users, follows, posts, memcached_limit=memcached_limit),
                    machine_bytes=memory.total, available_bytes=memory.available,
-                   stack_bytes=stack_rss, warning=warning)
+                   stack_bytes=stack_rss, warning=warning, cache_warning=cache_warning)
