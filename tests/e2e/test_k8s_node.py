@@ -240,7 +240,7 @@ def test_upgrade_keeps_the_secret_and_data_and_uninstall_leaves_nothing(
 
 
 @pytest.mark.skipif(os.environ.get(REDIS_CLUSTER_ENV) != "1", reason=(
-    f"another release on the node, about 3 minutes more: {REDIS_CLUSTER_ENV}=1 runs it"))
+    f"another release on the node, about 1.5 minutes more: {REDIS_CLUSTER_ENV}=1 runs it"))
 def test_a_redis_cluster_release_is_formed_seeded_loaded_and_checked(cluster: Cluster) -> None:
     """Once no other release runs (the tests above end with an uninstall): the shared
     layout, its Redis a cluster of 3 masters and a replica each, formed by its Job, seeded,
