@@ -19,6 +19,7 @@ from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.registry import Store
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.check import (
+    CHECKED,
     CHECKED_MONGODB,
     CHECKED_REDIS,
     DEFAULT_BUDGET_S,
@@ -54,15 +55,12 @@ def check_hook(stack: LocalStack, url: str, console: Console
     return run
 
 
-READ_FROM = {Store.MONGODB: CHECKED_MONGODB, Store.REDIS: CHECKED_REDIS}
-
-
 def given_urls(store: Store, values: list[str]) -> dict[str, str]:
     """Each service's URL from the ``--<store>-url`` values: a bare URL serves every
     service, ``SERVICE=URL`` that service's instance (the per-service layout). A service no
     value covers is refused: the local stack's instances are not the deployment's."""
     option = f"--{store}-url"
-    readers = READ_FROM[store]
+    readers = CHECKED[store]
     default: str | None = None
     own: dict[str, str] = {}
     for value in values:

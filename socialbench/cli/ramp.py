@@ -120,10 +120,8 @@ def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Datase
                                 config.step_duration_s + config.warmup_s)
     posts += composed * (1 if dataset.fresh else config.repeat)
     local = stack.serves(url)
-    limit = None
+    limit = stack.config.memcached_bytes if local else None
     instances = stack.config.memcached_instances
-    if local:
-        limit = stack.config.memcached_memory_mb * instances * 2**20
     rss = stack_rss(stack) if local else 0
     warning = memory_warning(users, follows, posts, memcached_limit=limit, stack_rss=rss,
                              what=f"the stack with {users:,} users, {follows:,} follows and "

@@ -86,11 +86,8 @@ def stack_rss(stack: LocalStack) -> int:
 def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list[str]:
     """The warnings when the stack would outgrow the machine's memory with ``dataset``, or
     the local stack's memcached would not hold its posts."""
-    limit = None
-    instances = 1
-    if stack is not None:
-        instances = stack.config.memcached_instances
-        limit = stack.config.memcached_memory_mb * instances * 1024 * 1024
+    limit = stack.config.memcached_bytes if stack is not None else None
+    instances = stack.config.memcached_instances if stack is not None else 1
     warnings = (
         memory_warning(dataset.users, dataset.follows, dataset.posts, memcached_limit=limit,
                        stack_rss=stack_rss(stack) if stack is not None else 0,

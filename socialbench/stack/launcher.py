@@ -128,6 +128,11 @@ class StackConfig:
         return f"http://{self.host}:{self.gateway_port}"
 
     @property
+    def memcached_bytes(self) -> int:
+        """What the services' cache holds at most: each memcached's limit, over the pool."""
+        return self.memcached_memory_mb * self.memcached_instances * 2**20
+
+    @property
     def jaeger_url(self) -> str:
         """Jaeger's UI and API."""
         return f"http://{self.host}:{self.jaeger_ui_port}"

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from socialbench import registry
-from socialbench.cli.check import READ_FROM
 from socialbench.deploy import loadjob, stack
 from socialbench.registry import Store, StoreLayout
 from socialbench.stack.servers import go_bin_dirs
+from socialbench.workloads.definitions.check import CHECKED
 from socialbench.workloads.driver import LoadConfig, run_load
 from socialbench.workloads.driver.result import LoadResult
 
@@ -97,7 +97,7 @@ class Cluster:
         urls = []
         for store, scheme, suffix in ((Store.MONGODB, "mongodb", ":27017"),
                                       (Store.REDIS, "redis", ":6379/0")):
-            for name in READ_FROM[store]:
+            for name in CHECKED[store]:
                 instance = registry.store_instance(registry.get(name), store, layout).name
                 urls += [f"--{store}-url",
                          f"{name}={scheme}://{self.service_ip(instance)}{suffix}"]

@@ -120,7 +120,8 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     given = socialbench("check", *mongodb_urls, *redis_urls)
     assert given.returncode == 0 and "Check passed" in given.stdout, given.stdout + given.stderr
     # post-storage's MongoDB for every service: no user there, no follow, no timeline.
-    one = socialbench("check", *redis_urls, "--mongodb-url", mongodb_urls[1].split("=", 1)[1])
+    post_storage = config.store_address(registry.get("post-storage"), Store.MONGODB)
+    one = socialbench("check", *redis_urls, "--mongodb-url", post_storage)
     assert one.returncode == 1 and "Check FAILED" in one.stdout, one.stdout + one.stderr
 
 

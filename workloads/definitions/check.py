@@ -80,6 +80,7 @@ ALL_WHOLE = "user-timeline:whole"  # user-timeline's flag: Redis holds every tim
 # and the home timelines).
 CHECKED_MONGODB = ("post-storage", "social-graph", "user-timeline", "user")
 CHECKED_REDIS = ("user-timeline", "home-timeline")
+CHECKED = {Store.MONGODB: CHECKED_MONGODB, Store.REDIS: CHECKED_REDIS}
 DEFAULT_LIMIT = 10  # examples kept per kind of problem
 DEFAULT_FOLLOW_SLACK_MS = 60_000
 DEFAULT_HOME_ENTRIES = 1_000_000  # home-timeline entries up to which every user is checked

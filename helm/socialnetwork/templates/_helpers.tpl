@@ -52,9 +52,10 @@ scheduling only); an instance that is not in the layout is refused. */}}
 {{- if not (has $name $names) -}}
 {{- fail (printf "stores.instances: %q is not an instance of the %s layout (%s)" $name $layout (join ", " $names)) -}}
 {{- end -}}
+{{- $settable := list "resources" "extraArgs" "persistence" "nodeSelector" "affinity" "tolerations" -}}
 {{- range $key, $_ := $own -}}
-{{- if not (has $key (list "resources" "extraArgs" "persistence" "nodeSelector" "affinity" "tolerations")) -}}
-{{- fail (printf "stores.instances.%s.%s: an instance may set only resources, extraArgs, persistence, nodeSelector, affinity and tolerations" $name $key) -}}
+{{- if not (has $key $settable) -}}
+{{- fail (printf "stores.instances.%s.%s: an instance may set only %s" $name $key (join ", " $settable)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
