@@ -13,8 +13,11 @@ setup-test:
 demo: setup
 	$(BIN)/socialbench demo
 
+# deptry: every import on a user's path is a runtime dependency (the test extra is
+# development-only), and every declared dependency is imported.
 lint:
 	$(BIN)/ruff check .
+	$(BIN)/deptry .
 	$(BIN)/python scripts/typecheck.py
 
 # pytest exits 5 when it collected no test; that is not a failure of the suite.

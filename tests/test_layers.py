@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("socialbench.registry", "socialbench.runtime"),
+    ("socialbench.registry", "socialbench.runtime", "socialbench.extras"),
     ("socialbench.services", "socialbench.gateway"),
     ("socialbench.workloads.definitions",),
     ("socialbench.workloads.driver", "socialbench.workloads.cache"),

@@ -17,7 +17,7 @@ from socialbench.bench.mongodb import MongoBench
 from socialbench.bench.stack import StackBench
 from socialbench.bench.store_clients import StoreClientsBench
 from socialbench.bench.store_modes import StoreModesBench
-from socialbench.cli.options import DataDir
+from socialbench.cli.options import DataDir, require_extra
 from socialbench.workloads.driver.config import Distribution
 
 bench_app = typer.Typer(
@@ -234,6 +234,8 @@ def hop(
     if unknown:
         raise typer.BadParameter(f"{', '.join(unknown)}: the servers are "
                                  f"{', '.join(HOP.servers)}", param_hint="--server")
+    if "uvicorn" in (server or HOP.servers):
+        require_extra("bench", "bench hop against uvicorn (or --server unique-id --server bare)")
     run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration,
                  servers=tuple(server or HOP.servers),
                  connection_requests=tuple(connection_requests or HOP.connection_requests),
@@ -258,6 +260,7 @@ def store_clients(
     unknown = sorted(set(store or ()) - set(STORE_CLIENTS.stores))
     if unknown:
         raise typer.BadParameter(f"no store named {', '.join(unknown)}", param_hint="--store")
+    require_extra("bench", "bench store-clients")
     run(StoreClientsBench(commands=commands, callers=tuple(callers or STORE_CLIENTS.callers),
                           stores=tuple(store or STORE_CLIENTS.stores), results_dir=results_dir))
 

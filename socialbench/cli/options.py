@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
+from socialbench import extras
 from socialbench.workloads.driver.config import parse_duration
 from socialbench.workloads.driver.placement import (
     Placement,
@@ -22,6 +23,15 @@ DataDir = Annotated[
                        help="The local stack's directory: state, logs and store data.")
 ]
 DEFAULT_DATA_DIR = Path(".socialbench")
+
+
+def require_extra(extra: str, feature: str) -> None:
+    """Exit 2, naming the extra to install, unless ``extra`` is installed."""
+    try:
+        extras.require(extra, feature)
+    except extras.MissingExtra as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def duration(text: str, option: str | None = None) -> float:

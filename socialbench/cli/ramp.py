@@ -27,6 +27,7 @@ from socialbench.cli.options import (
     placement,
     placement_for,
     ratio,
+    require_extra,
     seconds_text,
 )
 from socialbench.cli.seed import stack_rss
@@ -285,6 +286,10 @@ def ramp(
     if containers is not None and pods is not None:
         raise typer.BadParameter("measure either a compose project's containers or a "
                                  "release's pods, not both", param_hint="--containers/--pods")
+    if containers is not None:
+        require_extra("docker", "ramp --containers")
+    if pods is not None:
+        require_extra("k8s", "ramp --pods")
     console = Console(highlight=False)
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -218,16 +220,14 @@ class LocalStack:
     def store_clients(self) -> dict[str, dict[str, dict[str, str]]]:
         """Which client and topology serve each store of each service, as the services'
         ``/stats`` say (a service that does not answer is left out)."""
-        import httpx
-
         clients: dict[str, dict[str, dict[str, str]]] = {}
-        with httpx.Client(timeout=STATS_TIMEOUT_S) as http:
-            for spec in registry.SERVICES:
-                if not spec.stores:
-                    continue
-                url = f"http://{self.config.host}:{self.config.service_port(spec)}/stats"
-                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-                    clients[spec.name] = http.get(url).raise_for_status().json()["clients"]
+        for spec in registry.SERVICES:
+            if not spec.stores:
+                continue
+            url = f"http://{self.config.host}:{self.config.service_port(spec)}/stats"
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError), \
+                    urllib.request.urlopen(url, timeout=STATS_TIMEOUT_S) as answer:
+                clients[spec.name] = json.load(answer)["clients"]
         return clients
 
     def _mongodb_binary(self) -> str | None:

@@ -1,0 +1,119 @@
+"""The distribution installed without extras, as a user's `pip install` or `make demo` has
+it: every module that needs no extra imports, every command's --help runs, and a command
+that needs a missing extra names it.
+
+The venv is made fresh (pip's cache makes it about a minute), so a product module that
+imports a test-only package, or a dependency left undeclared, fails here and not only on
+CI's fresh clone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from socialbench import extras
+from tests.test_cli import COMMANDS
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+# The modules that need an extra, by design; each must fail to import for want of it.
+NEEDS_EXTRA = {
+    "socialbench.workloads.ramp.containers": "docker",
+    "socialbench.workloads.ramp.pods": "k8s",
+}
+# A __main__ runs its program when imported, and the locustfile gevent-patches the process.
+NOT_IMPORTED = ("__main__", "locustfile")
+
+IMPORT_EVERY_MODULE = textwrap.dedent("""
+    import importlib, json, pkgutil, sys, tomllib
+    pyproject = tomllib.load(open(sys.argv[1], "rb"))
+    skipped = tuple(sys.argv[2:])
+    outcome = {}
+    for package in pyproject["tool"]["setuptools"]["packages"]:
+        names = [package] + [info.name for info in pkgutil.iter_modules(
+            importlib.import_module(package).__path__, package + ".") if not info.ispkg]
+        for name in names:
+            if name.rpartition(".")[2] in skipped:
+                continue
+            try:
+                importlib.import_module(name)
+                outcome[name] = None
+            except ImportError as exc:
+                outcome[name] = getattr(exc, "name", None) or str(exc)
+    print(json.dumps(outcome))
+""")
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv with the project installed, no extras."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q", str(ROOT)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return venv
+
+
+def test_the_extras_named_in_code_are_the_declared_ones() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert set(extras.EXTRAS) == set(declared) - {"test"}
+
+
+def test_every_module_imports_without_extras(bare_venv: Path) -> None:
+    done = subprocess.run(
+        [str(bare_venv / "bin" / "python"), "-c", IMPORT_EVERY_MODULE,
+         str(ROOT / "pyproject.toml"), *NOT_IMPORTED],
+        capture_output=True, text=True, cwd=bare_venv, timeout=300)
+    assert done.returncode == 0, done.stderr
+    outcome: dict[str, str | None] = json.loads(done.stdout)
+    assert len(outcome) > 100
+    failed = {name: missing for name, missing in outcome.items() if missing is not None}
+    expected = {name: missing for name, missing in failed.items()
+                if name in NEEDS_EXTRA and missing.split(".")[0] in extras.EXTRAS[
+                    NEEDS_EXTRA[name]]}
+    assert failed == expected, "modules that failed to import without extras (module: missing)"
+    assert set(expected) == set(NEEDS_EXTRA), "modules listed as needing an extra that do not"
+
+
+def test_every_command_helps_without_extras(bare_venv: Path) -> None:
+    socialbench = str(bare_venv / "bin" / "socialbench")
+    env = {**os.environ, "COLUMNS": "80"}
+
+    def help_of(path: tuple[str, ...]) -> tuple[tuple[str, ...], int, str]:
+        done = subprocess.run([socialbench, *path, "--help"], capture_output=True, text=True,
+                              env=env, cwd=bare_venv, timeout=120)
+        return path, done.returncode, done.stdout + done.stderr
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(help_of, COMMANDS))
+    assert len(outcomes) == len(COMMANDS) > 20
+    for path, code, output in outcomes:
+        assert code == 0, f"socialbench {' '.join(path)} --help: {output}"
+        assert "Usage: socialbench" in output
+
+
+@pytest.mark.parametrize(("argv", "extra"), [
+    (["bench", "store-clients"], "bench"),
+    (["bench", "hop", "--server", "uvicorn"], "bench"),
+    (["ramp", "http://127.0.0.1:9", "--containers", "sn"], "docker"),
+    (["ramp", "http://127.0.0.1:9", "--pods", "sn"], "k8s"),
+])
+def test_a_command_that_needs_a_missing_extra_names_it(
+        bare_venv: Path, argv: list[str], extra: str) -> None:
+    done = subprocess.run([str(bare_venv / "bin" / "socialbench"), *argv], capture_output=True,
+                          text=True, cwd=bare_venv, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"pip install 'socialbench[{extra}]'" in done.stderr
