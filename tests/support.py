@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from socialbench.stack.servers import ServerCommand, ServerProcess
+from socialbench.workloads.driver.hostload import read_stat, usable_cpus
 
 
 def socialbench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,3 +28,29 @@ def serving(command: ServerCommand, log_dir: Path) -> Iterator[ServerCommand]:
         yield command
     finally:
         server.stop()
+
+
+def host_now(seconds: float = 1.0) -> tuple[float, float]:
+    """Busy and steal shares of every usable CPU over the next ``seconds``."""
+    cpus = usable_cpus()
+    before = read_stat(cpus)
+    time.sleep(seconds)
+    after = read_stat(cpus)
+    assert before is not None and after is not None
+    delta = after.cpus - before.cpus
+    return delta.busy / delta.total, delta.steal / delta.total
+
+
+def host_is_busy() -> str | None:
+    """Why the host is too busy for a test that measures it (None: quiet enough)."""
+    busy, steal = host_now()
+    if busy >= 0.5 or steal >= 0.05:
+        return f"the host is busy now ({busy:.0%} busy, {steal:.0%} steal)"
+    return None
+
+
+def skip_unless_quiet(what: str) -> None:
+    """Skip, saying why, when other work keeps the host busy: ``what`` needs a quiet one."""
+    busy = host_is_busy()
+    if busy is not None:
+        pytest.skip(f"{busy}: {what} cannot be reproduced")

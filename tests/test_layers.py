@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("socialbench.registry", "socialbench.runtime", "socialbench.extras"),
     ("socialbench.services", "socialbench.gateway"),
-    ("socialbench.workloads.definitions",),
+    ("socialbench.workloads.definitions", "socialbench.workloads.presets"),
     ("socialbench.workloads.driver", "socialbench.workloads.cache"),
     ("socialbench.workloads.ramp",),
     ("socialbench.stack",),

@@ -17,6 +17,7 @@ from socialbench.cli.check import check_command
 from socialbench.cli.demo import demo
 from socialbench.cli.load import load
 from socialbench.cli.locust import locust
+from socialbench.cli.presets import presets_command
 from socialbench.cli.seed import seed_command
 
 app = typer.Typer(
@@ -77,6 +78,7 @@ for command in (stack_commands.up, stack_commands.down, stack_commands.status,
 app.command("seed")(seed_command)
 app.command("ab")(ab_command.ab)
 app.command("check")(check_command)
+app.command("presets")(presets_command)
 app.add_typer(deploy_commands.deploy_app)
 app.add_typer(deploy_commands.loadjob_app)
 app.add_typer(bench_app)

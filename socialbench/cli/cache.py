@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from socialbench.cli.options import preset_values
 from socialbench.workloads.cache import CacheConfig, CacheLoadError, CacheProtocol, run_cache
 from socialbench.workloads.cache.config import parse_key_pattern, parse_ratio
 from socialbench.workloads.cache.energy import Meter
+from socialbench.workloads.cache.plan import plan_runs, plan_scale
 from socialbench.workloads.cache.result import CacheResult
-from socialbench.workloads.cache.scale import DEFAULT_FRACTIONS, Level, Probe, ScaleConfig, scale
+from socialbench.workloads.cache.scale import (
+    DEFAULT_FRACTIONS,
+    Level,
+    Probe,
+    ScaleConfig,
+    ScaleOutcome,
+    scale,
+)
 from socialbench.workloads.cache.servers import ServerKind, local_launcher
+from socialbench.workloads.presets import PresetRecord
 
 cache_app = typer.Typer(
     name="cache", no_args_is_help=True,
@@ -59,10 +70,19 @@ def _patterns(ratio: str, key_pattern: str) -> dict[str, Any]:
 
 
 def _bundle_writer(results_dir: Path, label: str, kind: str, config: dict[str, Any],
-                   power_cmd: str | None) -> Any:
+                   power_cmd: str | None, preset: PresetRecord | None = None) -> Any:
     from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
 
-    return CacheBundleWriter(results_dir, label, kind, config, power_cmd=power_cmd)
+    return CacheBundleWriter(results_dir, label, kind, config, power_cmd=power_cmd,
+                             preset=preset)
+
+
+PresetName = Annotated[str | None, typer.Option(
+    metavar="NAME", help="A published procedure's parameters (socialbench presets); an option "
+    "it names given beside it overrides it, recorded as a deviation.")]
+Plan = Annotated[bool, typer.Option(
+    "--plan", help="Print the runs and the time they will take, then exit without load.")]
+Runs = Annotated[int, typer.Option(min=1, help="Run the whole procedure this many times.")]
 
 
 def _meter(power_cmd: str | None) -> Meter:
@@ -72,8 +92,20 @@ def _meter(power_cmd: str | None) -> Meter:
     return EnergyMeter(power_cmd=power_cmd)
 
 
+def runs_summary(results: list[CacheResult], runs: int) -> list[str]:
+    """Each depth's ops/s over the runs: every run's, the mean and the best."""
+    lines = []
+    for depth in dict.fromkeys(r.config.pipeline for r in results):
+        rates = [r.ops_per_s for r in results if r.config.pipeline == depth]
+        lines.append(f"pipeline {depth}: {runs} runs, "
+                     + ", ".join(f"{rate:,.0f}" for rate in rates)
+                     + f" ops/s; mean {statistics.mean(rates):,.0f}, best {max(rates):,.0f}")
+    return lines
+
+
 @cache_app.command("run")
 def run(
+    ctx: typer.Context,
     server: Annotated[str, typer.Option("--server", "-s", help="Server address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", help="Server port.")] = 11211,
     protocol: Annotated[CacheProtocol, typer.Option("--protocol", "-P", help="Wire protocol.")]
@@ -106,8 +138,20 @@ def run(
     bundle: Annotated[bool, typer.Option(help="Write a results bundle and report.")] = True,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results "
                                                   "(a list, one per depth) here.")] = None,
+    runs: Runs = 1,
+    preset: PresetName = None,
+    plan: Plan = False,
 ) -> None:
     """Load one memcached or Redis server and print ops/s, hits and latency per operation."""
+    followed = None
+    if preset is not None:
+        values, followed = preset_values(ctx, preset, "cache run")
+        threads, clients = values.get("threads", threads), values.get("clients", clients)
+        pipeline, data_size = values.get("pipeline", pipeline), values.get("data_size",
+                                                                           data_size)
+        key_pattern, runs = values.get("key_pattern", key_pattern), values.get("runs", runs)
+        protocol = CacheProtocol(values.get("protocol", protocol))
+        typer.echo(followed.headline())
     if rate is not None and test_time is None:
         raise typer.BadParameter("--rate needs --test-time", param_hint="--rate")
     depths = pipeline or [1]
@@ -121,14 +165,20 @@ def run(
         ) for number, depth in enumerate(depths)]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if plan:
+        for line in plan_runs(configs, runs):
+            typer.echo(line)
+        return
     writer = None
     if bundle:
         name = label or f"{protocol.value}-{port}"
         writer = _bundle_writer(results_dir, name, "cache-run",
-                                {"runs": [c.model_dump(mode="json") for c in configs]},
-                                power_cmd)
+                                {"runs": [c.model_dump(mode="json") for c in configs],
+                                 "repeats": runs}, power_cmd, followed)
     results: list[CacheResult] = []
-    for config in configs:
+    for number, config in ((n, c) for n in range(1, runs + 1) for c in configs):
+        if runs > 1:
+            typer.echo(f"run {number} of {runs}:")
         try:
             result = run_cache(config, _meter(power_cmd))
         except CacheLoadError as exc:
@@ -145,7 +195,11 @@ def run(
         for warning in result.warnings:
             typer.echo(f"  warning: {warning}", err=True)
         if writer is not None:
-            writer.add(f"pipeline-{config.pipeline}", result)
+            writer.add(f"pipeline-{config.pipeline}" + (f"-run{number}" if runs > 1 else ""),
+                       result)
+    if runs > 1:
+        for line in runs_summary(results, runs):
+            typer.echo(line)
     if json_out is not None:
         json_out.write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
     if writer is not None:
@@ -154,6 +208,7 @@ def run(
 
 @cache_app.command("scale")
 def scale_command(
+    ctx: typer.Context,
     kind: Annotated[ServerKind, typer.Option("--kind", help="Server to start.")]
     = ServerKind.MEMCACHED,
     max_instances: Annotated[int | None, typer.Option(
@@ -185,8 +240,20 @@ def scale_command(
     power_cmd: PowerCmd = None,
     results_dir: ResultsDir = Path("results"),
     label: Label = None,
+    runs: Runs = 1,
+    preset: PresetName = None,
+    plan: Plan = False,
 ) -> None:
     """Add server instances one at a time, each at the highest rate holding the p99 SLA."""
+    followed = None
+    if preset is not None:
+        values, followed = preset_values(ctx, preset, "cache scale")
+        kind, ratio = ServerKind(values.get("kind", kind)), values.get("ratio", ratio)
+        data_size, pipeline = values.get("data_size", data_size), values.get("pipeline",
+                                                                             pipeline)
+        step_time, runs = values.get("step_time", step_time), values.get("runs", runs)
+        sla_p99_ms = values.get("sla_p99_ms", sla_p99_ms)
+        typer.echo(followed.headline())
     chosen = protocol or (CacheProtocol.REDIS if kind is ServerKind.REDIS
                           else CacheProtocol.MEMCACHE_TEXT)
     try:
@@ -201,8 +268,13 @@ def scale_command(
             min_gain=min_gain, server_cpus=_cpus(server_cpus))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if plan:
+        for line in plan_scale(config, runs):
+            typer.echo(line)
+        return
     writer = _bundle_writer(results_dir, label or f"scale-{kind.value}-p{pipeline}",
-                            "cache-scale", config.model_dump(mode="json"), power_cmd)
+                            "cache-scale", config.model_dump(mode="json") | {"repeats": runs},
+                            power_cmd, followed)
 
     def on_probe(probe: Probe, _: list[CacheResult]) -> None:
         how = "closed loop" if probe.fraction is None else f"{probe.fraction:.0%} of max"
@@ -211,15 +283,30 @@ def scale_command(
         typer.echo(f"{probe.instances} instance(s), {how}: {probe.aggregate_ops_per_s:,.0f} "
                    f"ops/s, worst p99 {probe.worst_p99_ms:.3f} ms: {verdict}{energy}")
 
-    def on_level(level: Level, results: list[CacheResult]) -> None:
-        writer.add_level(level, results)
+    outcomes: list[ScaleOutcome] = []
+    for number in range(1, runs + 1):
+        if runs > 1:
+            typer.echo(f"run {number} of {runs}:")
 
-    try:
-        outcome = scale(config, local_launcher(kind, config.server_cpus), on_probe, on_level,
-                        meter=lambda: _meter(power_cmd))
-    except CacheLoadError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        def on_level(level: Level, results: list[CacheResult], repeat: int = number) -> None:
+            writer.add_level(level, results, repeat)
+
+        try:
+            outcomes.append(scale(config, local_launcher(kind, config.server_cpus), on_probe,
+                                  on_level, meter=lambda: _meter(power_cmd)).model_copy(
+                update={"repeat": number}))
+        except CacheLoadError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+    bests = [o.best_aggregate_ops_per_s for o in outcomes]
+    outcome = max(outcomes, key=lambda o: o.best_aggregate_ops_per_s or 0.0).model_copy(
+        update={"repeat_bests": bests})
+    if runs > 1:
+        held = [b for b in bests if b is not None]
+        typer.echo(f"{runs} runs: " + ", ".join("none" if b is None else f"{b:,.0f}"
+                                               for b in bests) + " ops/s aggregate"
+                   + (f"; mean {statistics.mean(held):,.0f}" if held else "")
+                   + f"; the best is run {outcome.repeat}'s")
     writer.write_scale(outcome)
     if outcome.best_instances:
         typer.echo(f"best: {outcome.best_aggregate_ops_per_s:,.0f} ops/s with "

@@ -10,6 +10,7 @@ import typer
 from pydantic import BaseModel
 
 from socialbench import extras
+from socialbench.workloads import presets
 from socialbench.workloads.driver.config import parse_duration
 from socialbench.workloads.driver.placement import (
     Placement,
@@ -32,6 +33,22 @@ def require_extra(extra: str, feature: str) -> None:
     except extras.MissingExtra as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def preset_values(ctx: typer.Context, name: str, command: presets.Command
+                  ) -> tuple[dict[str, Any], presets.PresetRecord]:
+    """The preset's options with those the user gave over them, and its record (each given
+    option that differs, a deviation)."""
+    try:
+        chosen = presets.get(name, command)
+    except presets.UnknownPreset as exc:
+        raise typer.BadParameter(str(exc), param_hint="--preset") from None
+    given = {}
+    for parameter in chosen.parameters:
+        source = ctx.get_parameter_source(parameter.option)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given[parameter.option] = ctx.params[parameter.option]
+    return presets.resolve(chosen, given)
 
 
 def duration(text: str, option: str | None = None) -> float:

@@ -26,6 +26,7 @@ from socialbench.cli.options import (
     percent,
     placement,
     placement_for,
+    preset_values,
     ratio,
     require_extra,
     seconds_text,
@@ -59,6 +60,7 @@ from socialbench.workloads.ramp.memory import (
     composed_at_most,
     memory_warning,
 )
+from socialbench.workloads.ramp.plan import plan_ramp
 
 QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
 FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
@@ -205,6 +207,15 @@ def ramp(
     = default("repeat"),
     quick: Annotated[bool, typer.Option(
         "--quick", help="Short steps (10 s, 3 s warm-up): demos, CI.")] = False,
+    preset: Annotated[str | None, typer.Option(
+        metavar="NAME", help="A published procedure's parameters (socialbench presets); an "
+        "option it names given beside it overrides it, recorded as a deviation.")] = None,
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="Print the steps, the repeats and the time the run will take, then "
+        "exit without sending load.")] = False,
+    stop_after_declines: Annotated[int | None, typer.Option(
+        min=1, help="Stop after N steps in a row whose achieved req/s fell, not at a failed "
+        "step (PerfKit's rule); the answer is the highest step that passed.")] = None,
     pause: Annotated[str | None, typer.Option(help="Idle time between steps.")] = None,
     settle_cores: Annotated[float, typer.Option(
         min=0.0, help="Before each step, wait until the target's processes use less CPU "
@@ -290,6 +301,20 @@ def ramp(
         require_extra("docker", "ramp --containers")
     if pods is not None:
         require_extra("k8s", "ramp --pods")
+    followed = None
+    if preset is not None:
+        if quick:
+            raise typer.BadParameter("--quick changes the steps a preset sets: shorten them "
+                                     "with --step-duration and --warmup, recorded as "
+                                     "deviations", param_hint="--quick")
+        values, followed = preset_values(ctx, preset, "ramp")
+        workload, connections = values.get("workload", workload), values.get(
+            "connections", connections)
+        start_rate, step = values.get("start_rate", start_rate), values.get("step", step)
+        step_duration, repeat = values.get("step_duration", step_duration), values.get(
+            "repeat", repeat)
+        sla, max_errors = values.get("sla", sla), values.get("max_errors", max_errors)
+        stop_after_declines = values.get("stop_after_declines", stop_after_declines)
     console = Console(highlight=False)
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")
@@ -334,9 +359,16 @@ def ramp(
             settle_cores=settle_cores,
             settle_max_s=duration(settle_max or profile["settle_max"], "--settle-max"),
             calibrate=calibrate, host_drift=ratio(host_drift),
+            stop_after_declines=stop_after_declines,
         )
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
+    if plan:
+        if followed is not None:
+            console.print(f"[bold]{followed.headline()}[/]", soft_wrap=True)
+        for line in plan_ramp(config).lines():
+            console.print(line, soft_wrap=True)
+        return
     if fresh and not stack.serves(url):
         raise typer.BadParameter(f"--fresh resets the local stack in {data_dir}, and {url} is "
                                  "not its front end", param_hint="--fresh")
@@ -395,7 +427,7 @@ def ramp(
                           placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
         if fresh and levels is None else None, placement=placed,
         quiet=quiet, check=check_hook(stack, url, console) if local else None, spans=spans,
-        memory=memory,
+        memory=memory, preset=followed,
     )
     if levels is not None:
         seeded = dataset.seeded.dataset if dataset.seeded is not None else None

@@ -51,6 +51,7 @@ from tests.workloads.conftest import (
     RESOLUTION_RPS,
     CapacityServer,
     scripted_ramp,
+    skip_if_busy_before,
     small_ramp,
 )
 
@@ -79,6 +80,7 @@ def test_a_malformed_sla_is_refused(text: str) -> None:
 
 
 def test_the_ramp_stops_at_the_first_step_past_capacity(refined_ramp: RampReport) -> None:
+    skip_if_busy_before("refined_ramp")
     run = only_run(refined_ramp)
     ramp_steps = [step for step in run.steps if step.phase is Phase.RAMP]
 
@@ -92,6 +94,7 @@ def test_the_ramp_stops_at_the_first_step_past_capacity(refined_ramp: RampReport
 
 
 def test_refine_lands_within_the_resolution_of_the_knee(refined_ramp: RampReport) -> None:
+    skip_if_busy_before("refined_ramp")
     run = only_run(refined_ramp)
     refine_rates = [step.rate for step in run.steps if step.phase is Phase.REFINE]
 

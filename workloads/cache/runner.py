@@ -125,7 +125,9 @@ def _window(configs: list[CacheConfig], start_ns: int) -> tuple[int, int | None]
         opens = min(c.warmup_s for c in configs)
         closes = max(c.warmup_s + (c.test_time_s or 0) for c in configs)
         return start_ns + int(opens * 1e9), start_ns + int(closes * 1e9)
-    return start_ns, None
+    # A count run may end before a busy collector wakes at start_ns; the meter then never
+    # opened. So it opens now, before the workers start (its window has START_MARGIN_S more).
+    return start_ns - int(START_MARGIN_S * 1e9), None
 
 
 class _MeteredWindow:

@@ -100,6 +100,10 @@ class ScaleOutcome(BaseModel):
     best_aggregate_ops_per_s: float | None
     stop_reason: ScaleStop
     stop_detail: str
+    repeat: int = Field(default=1, description="Which run of --runs this is (the best one's "
+                                               "outcome is the bundle's).")
+    repeat_bests: list[float | None] = Field(
+        default_factory=list, description="Each run's best aggregate ops/s (--runs).")
 
 
 ProbeCallback = Callable[[Probe, list[CacheResult]], None]

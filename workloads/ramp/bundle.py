@@ -42,6 +42,7 @@ from socialbench.workloads.driver import LatencyStats
 from socialbench.workloads.driver.histogram import new_histogram
 from socialbench.workloads.driver.placement import Placement
 from socialbench.workloads.driver.verdict import Contention
+from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.ramp.bottleneck import (
     ComponentLoad,
     Limit,
@@ -92,6 +93,9 @@ class RunHeader(Strict):
     label: str
     command_line: list[str]
     git: dict[str, Any]
+    preset: PresetRecord | None = Field(
+        default=None, description="The published procedure the run followed (--preset) and "
+                                  "its deviations; None: no preset.")
 
 
 class Dataset(Strict):
@@ -437,6 +441,9 @@ class RepeatSummary(Strict):
         default_factory=list, description="Steps that decided the answer (the answer's, "
                                           "and every failed one) while the host's speed "
                                           "had moved: the answer then measures the host too.")
+    max_throughput_rps: float | None = Field(
+        default=None, description="The highest achieved req/s of any ramp step, passed or "
+                                  "not (PerfKit's maximum throughput).")
 
 
 class Summary(Strict):
@@ -492,6 +499,9 @@ class Summary(Strict):
                                   "each divided by the host speed at its repeat's start (2+ "
                                   "calibrated repeats): what is left when the host's drift "
                                   "is taken out.")
+    max_throughput_rps: float | None = Field(
+        default=None, description="The highest achieved req/s of any ramp step of any repeat, "
+                                  "passed or not (PerfKit's maximum throughput).")
     comparable: bool = Field(
         default=True, description="False: the host's speed moved at a step that decided the "
                                   "best repeat's answer (see not_comparable).")
@@ -650,6 +660,7 @@ def _repeat_summary(run: RampRun, records: dict[str, StepRecord]) -> RepeatSumma
         gap_below_failure=run.gap_below_failure,
         host_speed=first.host.speed if first and first.host else None,
         host_moved=host_moved(run, records),
+        max_throughput_rps=run.max_throughput_rps,
     )
 
 
@@ -700,6 +711,8 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
         host_drift=config.host_drift if config.calibrate else None,
         calibration_seconds=sum(c.seconds for c in calibrations)
         + (end.seconds if end else 0.0),
+        max_throughput_rps=max((r.max_throughput_rps for r in repeats
+                                if r.max_throughput_rps is not None), default=None),
         comparable=not moved,
         not_comparable=not_comparable,
         host_speed_spread=statistics.stdev(speeds) if len(speeds) > 1 else None,

@@ -36,6 +36,7 @@ from socialbench import __version__
 from socialbench.workloads.cache.energy import OpsEnergy, format_joules
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.scale import Level, ScaleOutcome
+from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
     BundleError,
@@ -113,6 +114,7 @@ class RunRecord(BaseModel):
     saturated: bool
     warnings: list[str]
     passed: bool | None = None  # scale: held the SLA
+    repeat: int = 1  # which run of --runs
     raw_result: str
     histogram_logs: dict[str, str]
     energy: OpsEnergy | None = None  # cache run: the window's; scale: see the probe's
@@ -184,7 +186,8 @@ class CacheBundleWriter:
     """Writes a cache bundle as runs finish; :meth:`finish` adds the report."""
 
     def __init__(self, results_dir: Path, label: str, kind: str, config: dict[str, Any],
-                 now: datetime | None = None, power_cmd: str | None = None) -> None:
+                 now: datetime | None = None, power_cmd: str | None = None,
+                 preset: PresetRecord | None = None) -> None:
         self.directory = bundle_dir(results_dir, f"cache-{label}", now)
         self.directory.mkdir(parents=True, exist_ok=False)
         (self.directory / "raw").mkdir()
@@ -192,7 +195,7 @@ class CacheBundleWriter:
         self.records: list[RunRecord] = []
         self.manifest = CacheManifest(
             kind=kind, socialbench_version=__version__, created_at=now or datetime.now(UTC),
-            label=label, config=config, energy_source=energy_source(power_cmd),
+            label=label, config=config, energy_source=energy_source(power_cmd), preset=preset,
             **describe_machine(),
         )
         (self.directory / MANIFEST).write_text(self.manifest.model_dump_json(indent=2))
@@ -216,12 +219,13 @@ class CacheBundleWriter:
             writer.writerows(_csv_row(r) for r in self.records)
         return record
 
-    def add_level(self, level: Level, results: list[CacheResult]) -> None:
+    def add_level(self, level: Level, results: list[CacheResult], repeat: int = 1) -> None:
         """A scale level: the runs of its held probe (or of its last one when none held)."""
         passed = level.held is not None
+        prefix = f"r{repeat}-" if repeat > 1 else ""
         for number, result in enumerate(results):
-            self.add(f"n{level.instances}-i{number}", result, instances=level.instances,
-                     instance=number, passed=passed)
+            self.add(f"{prefix}n{level.instances}-i{number}", result, instances=level.instances,
+                     instance=number, passed=passed, repeat=repeat)
 
     def write_scale(self, outcome: ScaleOutcome) -> None:
         (self.directory / SCALE_JSON).write_text(outcome.model_dump_json(indent=2))

@@ -171,15 +171,19 @@ class CacheNumbers:
         manifest, records, outcome = read_records(directory)
         cases: dict[int, CaseNumbers] = {}
         if outcome is None:
-            for record in records:  # a depth run twice: the later run counts
-                cases[record.pipeline] = CaseNumbers.of([record], record.ops_per_s,
-                                                        record.energy)
+            for depth in dict.fromkeys(r.pipeline for r in records):
+                # a depth run several times (--runs): its median run counts
+                runs = sorted((r for r in records if r.pipeline == depth),
+                              key=lambda r: r.ops_per_s)
+                record = runs[(len(runs) - 1) // 2]
+                cases[depth] = CaseNumbers.of([record], record.ops_per_s, record.energy)
             headline = max(cases, key=lambda d: cases[d].ops_per_s) if cases else None
             protocol = records[0].protocol if records else "?"
             name = "redis" if protocol == "redis" else "memcached"
         else:
             for level in outcome.levels:
-                of_level = [r for r in records if r.instances == level.instances]
+                of_level = [r for r in records if r.instances == level.instances
+                            and r.repeat == outcome.repeat]
                 if of_level:
                     probe = level.reported
                     cases[level.instances] = CaseNumbers.of(
@@ -321,6 +325,17 @@ class CacheComparison:
             ],
         }
 
+    def preset_notes(self) -> list[str]:
+        """A line per bundle when their presets, or their deviations, differ."""
+        presets = [run.manifest.preset.headline() if run.manifest.preset else "none"
+                   for run in self.runs]
+        if len(set(presets)) < 2:
+            return []
+        return ["Differs: preset (another published procedure, or the same one with other "
+                "deviations): " + "; ".join(f"{run.label}: {preset}"
+                                            for run, preset in zip(self.runs, presets,
+                                                                   strict=True))]
+
     # ------------------------------------------------------------ output
 
     def print_to(self, console: Console) -> None:
@@ -338,7 +353,7 @@ class CacheComparison:
             console.print(cases)
         else:
             console.print(f"No {self.case_title} value is common to every bundle.")
-        for note in self.energy_notes():
+        for note in self.energy_notes() + self.preset_notes():
             console.print(note)
         for run in self.runs[1:]:
             console.print(self.sentence(run))
@@ -379,7 +394,8 @@ class CacheComparison:
         self.plot(directory / plot)
         (directory / COMPARE_JSON).write_text(json.dumps(self.to_json(), indent=2))
         sentences = "".join(f"<li>{html.escape(self.sentence(r))}</li>" for r in self.runs[1:])
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.energy_notes())
+        notes = "".join(f"<li>{html.escape(n)}</li>"
+                        for n in self.energy_notes() + self.preset_notes())
         cases = (html_table(self.case_columns(), self.case_rows()) if self.common_cases
                  else f"<p>No {self.case_title} value is common to every bundle.</p>")
         answer = ("Best aggregate with the SLA held" if self.scale

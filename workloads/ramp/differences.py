@@ -147,6 +147,8 @@ def _workers(bundle: Bundle) -> str:
 
 # name, how to read it, refuses, what it changes
 SETTINGS: tuple[tuple[str, Callable[[Bundle], str], bool, str], ...] = (
+    ("preset", lambda b: b.manifest.preset.headline() if b.manifest.preset else "none", False,
+     "another published procedure, or the same one with other deviations"),
     ("SLA", lambda b: " / ".join(b.summary.sla), True,
      "a max rate at another SLA answers another question"),
     ("workload", lambda b: b.manifest.config.load.workload, True,

@@ -130,6 +130,7 @@ class StopReason(StrEnum):
     MAX_STEPS = "max-steps"  # the configured number of steps held the SLA
     DRIVER_ERROR = "driver-error"  # the driver could not run (target down, worker died)
     INTERRUPTED = "interrupted"  # stopped by the user
+    DECLINES = "declines"  # achieved fell stop_after_declines steps in a row (PerfKit's rule)
 
 
 class Phase(StrEnum):
@@ -176,6 +177,10 @@ class RampConfig(BaseModel):
     host_drift: float = Field(
         default=0.10, gt=0, description="Flag a step when the host's speed moved more than "
                                         "this share from the run's first measurement.")
+    stop_after_declines: int | None = Field(
+        default=None, ge=1, description="Stop after this many steps in a row whose achieved "
+        "req/s fell below the step before's, and not at a failed step (PerfKit's rule); the "
+        "answer is the highest step that passed. None: stop at the first failed step.")
 
     @property
     def resolution(self) -> float:
@@ -360,6 +365,12 @@ class RampRun:
                     if not step.passed and step.phase is not Phase.CONFIRM), default=None)
 
     @property
+    def max_throughput_rps(self) -> float | None:
+        """The highest achieved req/s of any step of the ramp (PerfKit's max throughput)."""
+        return max((step.result.achieved_rps for step in self.steps
+                    if step.phase is Phase.RAMP), default=None)
+
+    @property
     def gap_below_failure(self) -> float | None:
         """How far below the lowest failed rate the answer is, as a share of that rate."""
         failed = self.lowest_failed_rps
@@ -528,20 +539,36 @@ class Ramp:
         rate = config.start_rate
         last_pass: StepRun | None = None
         first_fail: StepRun | None = None
+        previous: StepRun | None = None  # with stop_after_declines: the step before
+        declines = 0
         while True:
             if len(run.steps) >= config.max_steps:
                 run.stop_reason = StopReason.MAX_STEPS
-                run.stop_detail = f"{config.max_steps} steps held the SLA (--max-steps)"
+                run.stop_detail = (f"{config.max_steps} steps (--max-steps)"
+                                   if config.stop_after_declines is not None else
+                                   f"{config.max_steps} steps held the SLA (--max-steps)")
                 break
             step = self._step(run, Phase.RAMP, rate)
             if step is None:
                 break
-            if not step.passed:
+            if config.stop_after_declines is not None:
+                declines = declines + 1 if previous is not None and (
+                    step.result.achieved_rps < previous.result.achieved_rps) else 0
+                previous = step
+                if step.passed:
+                    last_pass = step
+                if declines >= config.stop_after_declines:
+                    run.stop_reason = StopReason.DECLINES
+                    run.stop_detail = (f"at {rate:,.6g} req/s, achieved fell {declines} steps in "
+                                       "a row (--stop-after-declines)")
+                    break
+            elif not step.passed:
                 first_fail = step
                 run.stop_reason = step.verdict.failures[0]
                 run.stop_detail = f"at {rate:,.6g} req/s: " + "; ".join(step.verdict.reasons)
                 break
-            last_pass = step
+            else:
+                last_pass = step
             if config.max_rate is not None and rate >= config.max_rate:
                 run.stop_reason = StopReason.MAX_RATE
                 run.stop_detail = f"{rate:,.6g} req/s (--max-rate) held the SLA"

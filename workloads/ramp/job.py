@@ -13,6 +13,7 @@ from socialbench import __version__
 from socialbench.workloads.definitions.check import CheckResult
 from socialbench.workloads.driver.placement import Placement
 from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE
+from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.ramp import machine
 from socialbench.workloads.ramp.bundle import (
     BundleWriter,
@@ -75,6 +76,8 @@ class RampJob:
     observers: Sequence[RampObserver] = ()
     # The stack's memory: the figures, projected for the run's data (the manifest's).
     memory: MemoryRecord | None = None
+    # The published procedure followed (--preset) and its deviations.
+    preset: PresetRecord | None = None
 
 
 @dataclass
@@ -83,6 +86,8 @@ class RampReport:
     report: Path
     outcome: RampOutcome
     summary: Summary
+    config: RampConfig | None = None
+    preset: PresetRecord | None = None
 
 
 def run_check(job: RampJob, outcome: RampOutcome) -> CheckResult | None:
@@ -106,6 +111,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
         label=job.label,
         command_line=described["command_line"],
         git=described["git"],
+        preset=job.preset,
         config=job.config,
         dataset=job.dataset,
         stack=job.stack,
@@ -145,4 +151,4 @@ def execute(job: RampJob, console: Console) -> RampReport:
         outcome = ramp.run()
     summary = writer.finish(outcome, check=run_check(job, outcome))
     report = build_report(directory)
-    return RampReport(directory, report, outcome, summary)
+    return RampReport(directory, report, outcome, summary, config, job.preset)

@@ -157,6 +157,15 @@ def print_headline(result: RampReport, console: Console) -> None:
     """The number, its p99, how it was found, and where the report is."""
     summary = result.summary
     sla = ", ".join(summary.sla)
+    if result.preset is not None:
+        console.print(f"[bold]{result.preset.headline()}[/]", soft_wrap=True)
+    declines = result.config.stop_after_declines if result.config is not None else None
+    if declines and summary.max_throughput_rps is not None:
+        at_sla = (f"{summary.best.achieved_rps:,.1f} req/s achieved (offered "
+                  f"{summary.best.max_rate_rps:,.6g})" if summary.best else "none")
+        console.print(f"[bold green]Max throughput {summary.max_throughput_rps:,.1f} req/s[/] "
+                      f"(the highest achieved of any step; stopped after {declines} declines "
+                      f"in a row); throughput at {sla}: {at_sla}")
     if not summary.completed:
         console.print(f"[bold yellow]Interrupted[/] in repeat {len(summary.repeats)}: its "
                       f"{len(result.outcome.runs[-1].steps)} steps are in the bundle, and no "

@@ -24,6 +24,7 @@ from socialbench.workloads.driver import (
     run_load,
 )
 from socialbench.workloads.driver.runner import StoppedBeforeWindow, _start_worker
+from tests.support import skip_unless_quiet
 
 
 def accounted(result: LoadResult) -> int:
@@ -42,6 +43,7 @@ def accounted(result: LoadResult) -> int:
 def test_achieved_rate_is_within_2_percent_of_offered_at_2000_rps(
     target: str, distribution: Distribution, processes: int
 ) -> None:
+    skip_unless_quiet("the driver's rate within 2%")  # other work delays its sends
     config = LoadConfig(
         url=f"{target}/ok", rate=2000, duration_s=3, warmup_s=0.5, distribution=distribution,
         processes=processes, connections=16, seed=1,

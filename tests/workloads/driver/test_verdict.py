@@ -7,14 +7,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from socialbench.workloads.driver import LoadConfig, LoadResult, run_load
-from socialbench.workloads.driver.hostload import HostLoad, read_stat, usable_cpus
+from socialbench.workloads.driver.hostload import HostLoad, usable_cpus
 from socialbench.workloads.driver.verdict import (
     DRIVER_CPU_BUSY,
     HOST_BUSY,
@@ -24,6 +23,7 @@ from socialbench.workloads.driver.verdict import (
     judge_driver,
     lag_is_material,
 )
+from tests.support import skip_unless_quiet
 
 BURNING_WORKLOAD = """\
 import time
@@ -44,17 +44,6 @@ def run(target: str, rate: float, workload: str = "url", **changes: object) -> L
     config = LoadConfig(url=f"{target}/ok", rate=rate, duration_s=3, warmup_s=0.5,
                         processes=1, connections=8, seed=11, workload=workload)
     return run_load(config.model_copy(update=changes))
-
-
-def host_now(seconds: float = 1.0) -> tuple[float, float]:
-    """Busy and steal shares of every usable CPU over the next ``seconds``."""
-    cpus = usable_cpus()
-    before = read_stat(cpus)
-    time.sleep(seconds)
-    after = read_stat(cpus)
-    assert before is not None and after is not None
-    delta = after.cpus - before.cpus
-    return delta.busy / delta.total, delta.steal / delta.total
 
 
 @contextlib.contextmanager
@@ -97,10 +86,7 @@ def priority(nice: int) -> Iterator[None]:
 
 
 def test_an_idle_driver_on_a_quiet_host_is_clean(target: str) -> None:
-    busy, steal = host_now()
-    if busy >= 0.5 or steal >= 0.05:
-        pytest.skip(f"the host is busy now ({busy:.0%} busy, {steal:.0%} steal): a clean run "
-                    "cannot be reproduced")
+    skip_unless_quiet("a clean run")
     result = run(target, rate=200)
 
     driver = result.driver
