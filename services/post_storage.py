@@ -67,7 +67,7 @@ class PostStorageService:
 
     async def store_posts(self, posts: Sequence[Post]) -> set[int]:
         """Store each post as :meth:`store_post` does, in one insert (bulk seeding:
-        workloads/definitions/bulk.py); the positions of those whose id was taken (each
+        workloads/seeding/bulk.py); the positions of those whose id was taken (each
         stored nothing)."""
         forms = [_stored_forms(post) for post in posts]
         taken: set[int] = set()

@@ -1,7 +1,7 @@
 """``socialbench ramp --grow``: the ramp at each of several numbers of posts stored.
 
-The levels' order is :func:`socialbench.workloads.ramp.grow.run_levels`; this module gives
-it the local stack: posts added with the seeder's bulk path (workloads/definitions/grow.py),
+The levels' order is :func:`socialbench.workloads.runs.grow_levels.run_levels`; this module gives
+it the local stack: posts added with the seeder's bulk path (workloads/seeding/add_posts.py),
 the stores measured (socialbench/stack/store_stats.py), and each level's ramp run as
 ``socialbench ramp`` runs one.
 """
@@ -21,31 +21,31 @@ from socialbench import __version__
 from socialbench.cli.seed import bulk_executor, service_settings
 from socialbench.stack.local import LocalStack
 from socialbench.stack.store_stats import memcached_counters, store_figures
-from socialbench.workloads.definitions import grow as growth
-from socialbench.workloads.definitions.seed import (
+from socialbench.workloads.probes import machine
+from socialbench.workloads.probes.memory import MemoryRecord
+from socialbench.workloads.reports.growth_report import build_grow_report
+from socialbench.workloads.reports.live import print_headline
+from socialbench.workloads.results.files import bundle_dir
+from socialbench.workloads.results.growth import (
+    GrowLevel,
+    GrowManifest,
+    GrowWriter,
+    LevelRamp,
+    level_record,
+)
+from socialbench.workloads.runs.grow_levels import run_levels
+from socialbench.workloads.runs.ramp_job import RampJob, execute
+from socialbench.workloads.seeding import add_posts as growth
+from socialbench.workloads.seeding.seed import (
     BulkExecutor,
     SeedError,
     default_state_path,
     load_graph,
     seed,
 )
-from socialbench.workloads.ramp import machine
-from socialbench.workloads.ramp.bundle import bundle_dir
-from socialbench.workloads.ramp.grow import (
-    GrowLevel,
-    GrowManifest,
-    GrowWriter,
-    LevelRamp,
-    level_record,
-    run_levels,
-)
-from socialbench.workloads.ramp.grow_report import build_grow_report
-from socialbench.workloads.ramp.job import RampJob, execute
-from socialbench.workloads.ramp.live import print_headline
-from socialbench.workloads.ramp.memory import MemoryRecord
 
 HOW = ("the seeder's bulk path (socialbench seed --path bulk: compose-post's logic and its "
-       "neighbours' in process, on the stack's stores; workloads/definitions/grow.py), on the "
+       "neighbours' in process, on the stack's stores; workloads/seeding/add_posts.py), on the "
        "graph already seeded: post k by user (k // {run}) % users, {run} posts a round "
        "each, drawn as compose-post.lua draws a post; each level counted in post-storage's "
        "collection (a ramp's own composes count)")
@@ -67,7 +67,7 @@ def seed_graph_bulk(stack: LocalStack, graph: str, posts_per_user: int, seed_val
 def add_posts(stack: LocalStack, users: int, seed_value: int, console: Console
               ) -> Callable[[int, int], None]:
     """Adds posts ``first`` .. ``first + count - 1`` of the growth to the stack."""
-    from socialbench.workloads.definitions.bulk import InProcessServices
+    from socialbench.workloads.seeding.bulk import InProcessServices
 
     def add(first: int, count: int) -> None:
         console.print(f"Adding {count:,} posts (from {first:,} stored) with the bulk path…")
