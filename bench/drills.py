@@ -56,20 +56,20 @@ from socialbench import registry
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_ports
-from socialbench.workloads.definitions.check import (
+from socialbench.workloads.check.contents import (
     TOLERATED,
     CheckResult,
     StoreAddresses,
     analyse,
     read_snapshot,
 )
-from socialbench.workloads.definitions.seed import seed_graph
 from socialbench.workloads.definitions.socialnetwork import (
     COMPOSE_PATH,
     HOME_TIMELINE_PATH,
     USER_TIMELINE_PATH,
 )
 from socialbench.workloads.driver import LoadConfig, LoadResult, SecondStats, run_load
+from socialbench.workloads.seeding.seed import seed_graph
 
 PARTS = ("memcached", "redis", "mongodb", "home-timeline")
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

@@ -31,13 +31,13 @@ from typing import Any
 import aiohttp
 from hdrh.histogram import HdrHistogram
 
-from socialbench.workloads.definitions.seed import FORM, post_all, register_body
 from socialbench.workloads.definitions.socialnetwork import (
     DEFAULT_USERS,
     HOME_TIMELINE_PATH,
     compose_post_body,
 )
 from socialbench.workloads.driver.histogram import new_histogram
+from socialbench.workloads.seeding.seed import FORM, post_all, register_body
 
 FIRST_ID = 8_000_000  # the celebrity; the plain author is next, then their followers
 PLAIN = 10  # the plain author's followers

@@ -94,7 +94,7 @@ class HomeTimelineService:
         """Put each ``(user_id, post_id, timestamp, user_mentions_id)`` in the home
         timelines :meth:`write` puts it in, an author's posts together: its followers read
         once and given all of them in one ZADD each, then each post's other recipients
-        (bulk seeding, where an author's posts come together: workloads/definitions/bulk.py)."""
+        (bulk seeding, where an author's posts come together: workloads/seeding/bulk.py)."""
         by_author: dict[int, list[tuple[int, int, list[int]]]] = defaultdict(list)
         for user_id, post_id, timestamp, user_mentions_id in posts:
             by_author[user_id].append((post_id, timestamp, user_mentions_id))

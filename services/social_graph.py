@@ -84,7 +84,7 @@ class SocialGraphService:
 
     async def follow_many(self, follows: Sequence[tuple[int, int]]) -> None:
         """Each ``(user_id, followee_id)`` follows, as :meth:`follow`, in one insert and one
-        Redis round trip (bulk seeding: workloads/definitions/bulk.py)."""
+        Redis round trip (bulk seeding: workloads/seeding/bulk.py)."""
         if not follows:
             return
         now = now_ms()

@@ -65,7 +65,7 @@ class UserTimelineService:
 
     async def write_many(self, entries: Sequence[tuple[int, int, int]]) -> None:
         """Add each ``(user_id, post_id, timestamp)`` as :meth:`write` does, in one insert
-        and one Redis round trip (bulk seeding: workloads/definitions/bulk.py)."""
+        and one Redis round trip (bulk seeding: workloads/seeding/bulk.py)."""
         if not entries:
             return
         await self.entries.insert_many(

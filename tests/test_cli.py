@@ -19,7 +19,7 @@ from socialbench.cli.check import given_urls
 from socialbench.cli.stack import describe_workers, parse_workers
 from socialbench.registry import Store
 from socialbench.stack.launcher import StackConfig
-from socialbench.workloads.definitions.check import CHECKED_MONGODB
+from socialbench.workloads.check.contents import CHECKED_MONGODB
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver.config import LoadConfig
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -28,9 +29,12 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 # The modules that need an extra, by design; each must fail to import for want of it.
 NEEDS_EXTRA = {
-    "socialbench.workloads.ramp.containers": "docker",
-    "socialbench.workloads.ramp.pods": "k8s",
+    "socialbench.workloads.probes.containers": "docker",
+    "socialbench.workloads.probes.pods": "k8s",
 }
+# The folders pyproject.toml installs: socialbench/ and those its package-dir maps.
+SOURCE_FOLDERS = ("socialbench", *tomllib.loads((ROOT / "pyproject.toml").read_text())[
+    "tool"]["setuptools"]["package-dir"].values())
 # A __main__ runs its program when imported, and the locustfile gevent-patches the process.
 NOT_IMPORTED = ("__main__", "locustfile")
 
@@ -57,11 +61,21 @@ IMPORT_EVERY_MODULE = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new venv with the project installed, no extras."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
+    home = tmp_path_factory.mktemp("bare")
+    # A copy of what the distribution is built from: setuptools keeps a build/ beside the
+    # sources, where a module since removed would still be found.
+    source = home / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in SOURCE_FOLDERS:
+        shutil.copytree(ROOT / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    venv = home / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q", str(ROOT)],
-        capture_output=True, text=True, timeout=900)
+        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q",
+         str(source)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return venv
 

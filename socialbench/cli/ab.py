@@ -16,7 +16,8 @@ from socialbench.cli.options import duration, model_default
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.ramp.ab import (
+from socialbench.workloads.results.files import bundle_dir
+from socialbench.workloads.runs.ab import (
     AbBundle,
     AbConfig,
     AbError,
@@ -25,7 +26,6 @@ from socialbench.workloads.ramp.ab import (
     print_result,
     write_bundle,
 )
-from socialbench.workloads.ramp.bundle import bundle_dir
 
 
 def _arm(name: str, data_dir: Path) -> tuple[Arm, LocalStack]:
@@ -72,7 +72,7 @@ def ab(
     from pydantic import ValidationError
 
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
-    from socialbench.workloads.ramp import machine
+    from socialbench.workloads.probes import machine
 
     console = Console(highlight=False)
     arm_a, stack_a = _arm("A", a_dir)

@@ -71,7 +71,7 @@ def _patterns(ratio: str, key_pattern: str) -> dict[str, Any]:
 
 def _bundle_writer(results_dir: Path, label: str, kind: str, config: dict[str, Any],
                    power_cmd: str | None, preset: PresetRecord | None = None) -> Any:
-    from socialbench.workloads.ramp.cachebundle import CacheBundleWriter
+    from socialbench.workloads.results.cache_runs import CacheBundleWriter
 
     return CacheBundleWriter(results_dir, label, kind, config, power_cmd=power_cmd,
                              preset=preset)
@@ -85,9 +85,15 @@ Plan = Annotated[bool, typer.Option(
 Runs = Annotated[int, typer.Option(min=1, help="Run the whole procedure this many times.")]
 
 
+def _build_report(directory: Path) -> Path:
+    from socialbench.workloads.reports.cache_report import build_cache_report
+
+    return build_cache_report(directory)
+
+
 def _meter(power_cmd: str | None) -> Meter:
     """RAPL where the machine has it, else ``--power-cmd``; else it says unavailable."""
-    from socialbench.workloads.ramp.energy import EnergyMeter
+    from socialbench.workloads.probes.energy import EnergyMeter
 
     return EnergyMeter(power_cmd=power_cmd)
 
@@ -203,7 +209,7 @@ def run(
     if json_out is not None:
         json_out.write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
     if writer is not None:
-        typer.echo(f"report: {writer.finish()}")
+        typer.echo(f"report: {_build_report(writer.directory)}")
 
 
 @cache_app.command("scale")
@@ -313,12 +319,10 @@ def scale_command(
                    f"{outcome.best_instances} instance(s); stopped: {outcome.stop_detail}")
     else:
         typer.echo(f"no instance count held the SLA; stopped: {outcome.stop_detail}")
-    typer.echo(f"report: {writer.finish()}")
+    typer.echo(f"report: {_build_report(writer.directory)}")
 
 
 @cache_app.command("report")
 def report(directory: Annotated[Path, typer.Argument(help="A cache results bundle.")]) -> None:
     """Rebuild a cache bundle's plots and report.html from its files."""
-    from socialbench.workloads.ramp.cachebundle import build_cache_report
-
-    typer.echo(build_cache_report(directory))
+    typer.echo(_build_report(directory))

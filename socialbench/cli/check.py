@@ -1,6 +1,6 @@
 """'socialbench check': did the social network keep its promises? Read from its stores.
 
-The logic is :mod:`socialbench.workloads.definitions.check`; this module gives it the
+The logic is :mod:`socialbench.workloads.check.run`; this module gives it the
 stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for
 every service, or ``SERVICE=URL`` for each instance of the per-service layout), prints the
 verdict, and builds the hook ``ramp`` and ``demo`` run at their end.
@@ -18,7 +18,7 @@ from rich.console import Console
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.registry import Store
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.definitions.check import (
+from socialbench.workloads.check.contents import (
     CHECKED,
     CHECKED_MONGODB,
     CHECKED_REDIS,
@@ -29,8 +29,8 @@ from socialbench.workloads.definitions.check import (
     CheckResult,
     Sampling,
     StoreAddresses,
-    check,
 )
+from socialbench.workloads.check.run import check
 
 
 def local_stores(stack: LocalStack) -> StoreAddresses:

@@ -24,16 +24,16 @@ from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, DriverCpus, place
 from socialbench.cli.ramp import QUICK, SETUP_ERRORS
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
-from socialbench.workloads.definitions.seed import seed_graph
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver import LoadConfig
 from socialbench.workloads.driver.config import parse_duration
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.driver.placement import Placement, PlacementMode, plan_placement
-from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import RampConfig, Sla
-from socialbench.workloads.ramp.job import RampJob, execute
-from socialbench.workloads.ramp.live import print_headline
+from socialbench.workloads.reports.live import print_headline
+from socialbench.workloads.results.schema import Dataset
+from socialbench.workloads.runs.ramp_job import RampJob, execute
+from socialbench.workloads.seeding.seed import seed_graph
 
 GRAPH = "synthetic"
 USERS = DEFAULT_USERS  # the synthetic graph's default size

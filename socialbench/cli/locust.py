@@ -30,7 +30,7 @@ from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_port, mongodb_flavour
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver.config import parse_duration
-from socialbench.workloads.ramp import bundle as bundles
+from socialbench.workloads.results import files as bundle_files
 
 
 def _locustfile() -> Path:
@@ -70,7 +70,7 @@ def whole_seconds(text: str, option: str) -> int:
 
 def bundle_dir(results_dir: Path, label: str, now: datetime | None = None) -> Path:
     """``results/<UTC time>-locust-<label>/`` (not created), named as the ramp's bundles."""
-    return bundles.bundle_dir(results_dir, f"locust-{label}", now)
+    return bundle_files.bundle_dir(results_dir, f"locust-{label}", now)
 
 
 def locust_argv(*, host: str, users: int, spawn_rate: float, graph_users: int,
@@ -146,7 +146,7 @@ def run_locust(master: list[str], workers: int) -> int:
 
 
 def _write_manifest(bundle: Path, config: dict[str, Any], **outcome: Any) -> None:
-    from socialbench.workloads.ramp import machine
+    from socialbench.workloads.probes import machine
 
     manifest = {
         "tool": "locust",

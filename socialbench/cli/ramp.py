@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.check import check_hook
-from socialbench.cli.grow import run_grow, seed_graph_bulk
 from socialbench.cli.interrupts import signals_as_interrupt
 from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
@@ -31,36 +30,33 @@ from socialbench.cli.options import (
     require_extra,
     seconds_text,
 )
+from socialbench.cli.ramp_grow import run_grow, seed_graph_bulk
 from socialbench.cli.seed import stack_rss
 from socialbench.stack.local import LocalStack, StackError
 from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
 from socialbench.stack.traced import spans_to_receiver
-from socialbench.workloads.definitions.seed import (
+from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.driver.placement import PlacementMode
+from socialbench.workloads.probes.memory import (
+    MemoryRecord,
+    cache_warning,
+    composed_at_most,
+    memory_warning,
+)
+from socialbench.workloads.probes.records import PodRecord
+from socialbench.workloads.probes.resources import SamplerFactory
+from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla
+from socialbench.workloads.ramp.plan import plan_ramp
+from socialbench.workloads.reports.live import print_headline
+from socialbench.workloads.results.schema import Dataset
+from socialbench.workloads.runs.ramp_job import RampJob, execute
+from socialbench.workloads.seeding.seed import (
     SeedError,
     SeedPath,
     SeedState,
     default_state_path,
     seed_graph,
 )
-from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.driver.placement import PlacementMode
-from socialbench.workloads.ramp.bundle import Dataset, PodRecord
-from socialbench.workloads.ramp.engine import (
-    DEFAULT_SLA,
-    RampConfig,
-    ResetHook,
-    SamplerFactory,
-    Sla,
-)
-from socialbench.workloads.ramp.job import RampJob, execute
-from socialbench.workloads.ramp.live import print_headline
-from socialbench.workloads.ramp.memory import (
-    MemoryRecord,
-    cache_warning,
-    composed_at_most,
-    memory_warning,
-)
-from socialbench.workloads.ramp.plan import plan_ramp
 
 QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
 FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
@@ -109,7 +105,7 @@ def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Datase
         data = dataset.seeded.dataset
         users, follows, posts = data.users, data.follows, data.posts
     elif dataset.fresh and dataset.graph is not None:
-        from socialbench.workloads.definitions.seed import SeedPlan, load_graph
+        from socialbench.workloads.seeding.seed import SeedPlan, load_graph
 
         data = SeedPlan.make(load_graph(dataset.graph, graph_seed), dataset.graph,
                              dataset.posts_per_user or 0, graph_seed).dataset()
@@ -137,7 +133,7 @@ def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Datase
 def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
                 other_target: str | None) -> list[int]:
     """--grow's levels, when the local stack can be grown to them."""
-    from socialbench.workloads.ramp.grow import parse_levels
+    from socialbench.workloads.runs.grow_levels import parse_levels
 
     try:
         levels = parse_levels(text)
@@ -156,7 +152,7 @@ def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
 def release_pods(release: str, namespace: str, console: Console
                  ) -> tuple[SamplerFactory, str, list[PodRecord] | None]:
     """The sampler of a helm release's pods, how it measures, and what the pods had."""
-    from socialbench.workloads.ramp.pods import PodError, pod_records, pod_sampler_factory
+    from socialbench.workloads.probes.pods import PodError, pod_records, pod_sampler_factory
 
     sampler, source = pod_sampler_factory(namespace, release)
     try:
@@ -329,7 +325,7 @@ def ramp(
         record = found_dataset(stack, url, users).seeded
         graph_users = record.dataset.users if record is not None else None
     if fresh:
-        from socialbench.workloads.definitions import graph as graphs
+        from socialbench.workloads.seeding import graph as graphs
 
         try:
             graph_users = graphs.load(graph, seed=graph_seed).node_count
@@ -412,7 +408,7 @@ def ramp(
     local = containers is None and pods is None
     if containers is not None:
         from socialbench.deploy.compose import component_kinds
-        from socialbench.workloads.ramp.containers import compose_sampler_factory
+        from socialbench.workloads.probes.containers import compose_sampler_factory
 
         sampler, resources_source = compose_sampler_factory(containers, component_kinds())
     if pods is not None:
@@ -481,10 +477,10 @@ def report(
 ) -> None:
     """Rebuild a bundle's plots and report.html from its files (a ramp's, or a growth's:
     ramp --grow)."""
-    from socialbench.workloads.ramp.bundle import BundleError
-    from socialbench.workloads.ramp.grow import GROW_JSON
-    from socialbench.workloads.ramp.grow_report import build_grow_report
-    from socialbench.workloads.ramp.report import build_report
+    from socialbench.workloads.reports.growth_report import build_grow_report
+    from socialbench.workloads.reports.ramp_report import build_report
+    from socialbench.workloads.results.files import BundleError
+    from socialbench.workloads.results.growth import GROW_JSON
 
     if (directory / GROW_JSON).exists():
         Console().print(f"Report: {build_grow_report(directory)}")
@@ -505,9 +501,9 @@ def compare(
         "--force", help="Compare runs at different SLAs or of different workloads.")] = False,
 ) -> None:
     """Runs side by side: max rate at the SLA, p99 at common rates, energy, and ratios."""
-    from socialbench.workloads.ramp.bundle import BundleError
-    from socialbench.workloads.ramp.compare import compare as compare_bundles
-    from socialbench.workloads.ramp.compare import print_comparison, render_comparison
+    from socialbench.workloads.reports.compare import compare as compare_bundles
+    from socialbench.workloads.reports.compare import print_comparison, render_comparison
+    from socialbench.workloads.results.files import BundleError
 
     if len(directories) < 2:
         raise typer.BadParameter("give at least two bundles", param_hint="DIRECTORIES")

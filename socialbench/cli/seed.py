@@ -1,6 +1,6 @@
 """``socialbench seed``: load a social graph into a running stack.
 
-The logic is :mod:`socialbench.workloads.definitions.seed` (and ``bulk`` for
+The logic is :mod:`socialbench.workloads.seeding.seed` (and ``bulk`` for
 ``--path bulk``); this module gives the bulk path the local stack's per-service store
 addresses, keeps the progress in ``<data dir>/seed-state.json`` (``--state``), warns when
 the stack would not fit in the machine's memory, and prints what was done.
@@ -24,8 +24,9 @@ from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
 from socialbench.registry import ServiceSpec
 from socialbench.runtime.settings import Settings
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.definitions import graph as graphs
-from socialbench.workloads.definitions.seed import (
+from socialbench.workloads.probes.memory import cache_warning, memory_warning
+from socialbench.workloads.seeding import graph as graphs
+from socialbench.workloads.seeding.seed import (
     DEFAULT_CONCURRENCY,
     STATE_FILE,
     BulkExecutor,
@@ -40,7 +41,6 @@ from socialbench.workloads.definitions.seed import (
     journal_dir,
     seed,
 )
-from socialbench.workloads.ramp.memory import cache_warning, memory_warning
 
 console = Console()
 # The bulk path's store clients: few connections (its calls are few and large, and a client
@@ -98,7 +98,7 @@ def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list
 
 
 def bulk_executor(stack: LocalStack, state_path: Path) -> BulkExecutor:
-    from socialbench.workloads.definitions.bulk import InProcessServices
+    from socialbench.workloads.seeding.bulk import InProcessServices
 
     return BulkExecutor(InProcessServices(service_settings(stack)), journal_dir(state_path))
 

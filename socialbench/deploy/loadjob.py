@@ -381,7 +381,7 @@ def fetch(collector_url: str, results_dir: Path, *, wait_s: float = 0.0,
     status, body = _request(f"{collector_url}/bundle.tar.gz", "GET", timeout_s=timeout_s)
     if status != HTTPStatus.OK:
         raise FetchError(f"collector answered {status} for the bundle")
-    from socialbench.workloads.ramp.bundle import bundle_dir
+    from socialbench.workloads.results.files import bundle_dir
 
     started = manifest.get("released_at")
     out = bundle_dir(results_dir, manifest.get("run") or "load",

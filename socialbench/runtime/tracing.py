@@ -40,6 +40,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PROPAGATED_HEADERS = (b"traceparent", b"tracestate")
+# How often the services' exporters send their batch (OTEL_BSP_SCHEDULE_DELAY, which the
+# local stack sets when its spans go to the ramp's receiver, workloads/probes/otlp.py; the
+# SDK's default is 5 s).
+EXPORT_INTERVAL_MS = 1000
 
 _propagator = TraceContextTextMapPropagator()
 

@@ -31,6 +31,7 @@ from socialbench import registry
 from socialbench.gateway import nginx
 from socialbench.registry import Store
 from socialbench.runtime.settings import JWT_SECRET_ENV, STORE_SETTINGS, setting_env
+from socialbench.runtime.tracing import EXPORT_INTERVAL_MS
 from socialbench.stack.servers import (
     ServerCommand,
     find_binary,
@@ -43,9 +44,8 @@ from socialbench.stack.servers import (
     redis_command,
     redis_replica_command,
 )
-from socialbench.workloads.definitions.check import StoreAddresses
+from socialbench.workloads.check.contents import StoreAddresses
 from socialbench.workloads.driver.hostload import usable_cpus
-from socialbench.workloads.ramp.otlp import EXPORT_INTERVAL_MS
 
 STATE_FILE = "state.json"
 CONFIG_FILE = "stack-config.json"

@@ -24,12 +24,11 @@ import psutil
 from socialbench import registry
 from socialbench.stack import launcher
 from socialbench.stack.servers import store_durability
-from socialbench.workloads.definitions.seed import default_state_path, journal_dir
 from socialbench.workloads.driver.config import Target
 from socialbench.workloads.driver.hostload import usable_cpus
-from socialbench.workloads.ramp.bundle import StackRecord
-from socialbench.workloads.ramp.engine import SamplerFactory
-from socialbench.workloads.ramp.resources import ResourceSampler
+from socialbench.workloads.probes.records import StackRecord
+from socialbench.workloads.probes.resources import ResourceSampler, SamplerFactory
+from socialbench.workloads.seeding.seed import default_state_path, journal_dir
 
 STATS_TIMEOUT_S = 2.0
 

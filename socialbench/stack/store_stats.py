@@ -13,7 +13,7 @@ from typing import Any
 from socialbench import registry
 from socialbench.registry import Store
 from socialbench.stack.launcher import StackConfig
-from socialbench.workloads.ramp.grow import CacheCounters, StoreFigures
+from socialbench.workloads.probes.records import CacheCounters, StoreFigures
 
 TIMEOUT_S = 600.0  # counting a collection of millions on a busy FerretDB
 PLAN_CHARS = 400

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.ramp.otlp import SpanReceiver
+from socialbench.workloads.probes.otlp import SpanReceiver
 
 
 @contextmanager

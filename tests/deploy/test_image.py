@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from socialbench import registry
-from socialbench.deploy import stack
+from socialbench.deploy import stack_spec as stack
 
 ROOT = stack.REPO_ROOT
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -106,8 +106,8 @@ def test_the_build_context_installs_every_service_and_the_pages(tmp_path: Path) 
     for page in (ROOT / "gateway" / "pages").iterdir():
         assert f"socialbench/gateway/pages/{page.name}" in names
     for module in ("deploy/probe.py", "deploy/loadjob.py", "workloads/driver/merge.py",
-                   "gateway/nginx.conf.j2", "cli/load.py", "workloads/definitions/seed.py",
-                   "workloads/ramp/report.html.j2"):
+                   "gateway/nginx.conf.j2", "cli/load.py", "workloads/seeding/seed.py",
+                   "workloads/reports/report.html.j2"):
         assert f"socialbench/{module}" in names
 
 

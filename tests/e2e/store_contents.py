@@ -17,8 +17,8 @@ import redis
 from socialbench import registry
 from socialbench.registry import Store
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.definitions.check import home_timeline_key
-from socialbench.workloads.definitions.seed import SeedPlan, original_text
+from socialbench.workloads.check.contents import home_timeline_key
+from socialbench.workloads.seeding.seed import SeedPlan, original_text
 
 PostKey = tuple[int, str, tuple[int, ...], tuple[str, ...], int]
 

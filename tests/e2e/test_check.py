@@ -21,9 +21,10 @@ import redis
 
 from socialbench.cli.check import local_stores
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.definitions import check
-from socialbench.workloads.definitions.check import CheckResult, StoreAddresses
-from socialbench.workloads.definitions.seed import FORM, follow_bodies, register_body
+from socialbench.workloads.check import contents as check
+from socialbench.workloads.check import run
+from socialbench.workloads.check.contents import CheckResult, StoreAddresses
+from socialbench.workloads.seeding.seed import FORM, follow_bodies, register_body
 from tests.support import socialbench
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +41,7 @@ class Seeded:
     posts: dict[int, int]  # post id -> creator
 
     def check(self) -> CheckResult:
-        return check.check(self.stores, self.users)
+        return run.check(self.stores, self.users)
 
     def home(self, user: int) -> list[tuple[bytes, float]]:
         """The user's home timeline as Redis holds it, newest first."""
@@ -196,7 +197,7 @@ class Unfollowed:
     after: dict[str, Any]
 
     def check(self, **options: Any) -> CheckResult:
-        return check.check(self.stores, {FOLLOWER, FOLLOWEE, STEADY, LEFT}, **options)
+        return run.check(self.stores, {FOLLOWER, FOLLOWEE, STEADY, LEFT}, **options)
 
 
 @contextmanager

@@ -23,15 +23,16 @@ import httpx
 import pytest
 from docker.errors import DockerException
 
-from socialbench.deploy import compose, stack
+from socialbench.deploy import compose
+from socialbench.deploy import stack_spec as stack
 from socialbench.stack.servers import free_ports
 from socialbench.workloads.driver import LoadConfig, run_load
-from socialbench.workloads.ramp.containers import (
+from socialbench.workloads.probes.containers import (
     PROJECT_LABEL,
     SERVICE_LABEL,
     compose_sampler_factory,
 )
-from socialbench.workloads.ramp.report import REPORT, RESOURCES_PLOT
+from socialbench.workloads.reports.ramp_report import REPORT, RESOURCES_PLOT
 from tests.e2e.support import compose as compose_post
 from tests.e2e.support import follow, new_user, timeline
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from socialbench.workloads.ramp.bundle import read_bundle
-from socialbench.workloads.ramp.grow import GROW_CSV, read_grow
+from socialbench.workloads.results.files import read_bundle
+from socialbench.workloads.results.growth import GROW_CSV, read_grow
 from tests.e2e.support import stack_on_free_ports
 from tests.support import socialbench
 

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from socialbench.workloads.definitions.seed import register_body
+from socialbench.workloads.seeding.seed import register_body
 from tests.e2e.support import FORM, compose, timeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

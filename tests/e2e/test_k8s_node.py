@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from socialbench import registry
-from socialbench.deploy import loadjob, stack
+from socialbench.deploy import loadjob
+from socialbench.deploy import stack_spec as stack
 from socialbench.registry import Store, StoreLayout
 from socialbench.stack.servers import go_bin_dirs
-from socialbench.workloads.definitions.check import CHECKED
+from socialbench.workloads.check.contents import CHECKED
 from socialbench.workloads.driver import LoadConfig, run_load
 from socialbench.workloads.driver.result import LoadResult
 

@@ -26,10 +26,10 @@ import pytest
 
 from socialbench.stack import launcher
 from socialbench.workloads.driver.verdict import Contention
-from socialbench.workloads.ramp.bottleneck import Limit
-from socialbench.workloads.ramp.bundle import read_bundle
-from socialbench.workloads.ramp.report import SERVICE_PLOT
-from socialbench.workloads.ramp.spans import Part
+from socialbench.workloads.probes.bottleneck import Limit
+from socialbench.workloads.probes.spans import Part
+from socialbench.workloads.reports.ramp_report import SERVICE_PLOT
+from socialbench.workloads.results.files import read_bundle
 from tests.e2e.support import up_on_free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

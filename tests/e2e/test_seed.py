@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from socialbench.workloads.definitions import graph
+from socialbench.workloads.seeding import graph
 from tests.support import socialbench
 
 pytestmark = pytest.mark.e2e

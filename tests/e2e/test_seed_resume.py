@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.definitions import graph
-from socialbench.workloads.definitions.seed import SeedPlan
+from socialbench.workloads.seeding import graph
+from socialbench.workloads.seeding.seed import SeedPlan
 from tests.e2e.store_contents import planned_contents, read_contents
 from tests.e2e.support import stack_on_free_ports
 from tests.support import socialbench

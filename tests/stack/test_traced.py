@@ -8,11 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from socialbench.cli import app
+from socialbench.runtime.tracing import EXPORT_INTERVAL_MS
 from socialbench.stack import launcher
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.local import LocalStack
 from socialbench.stack.traced import spans_to_receiver
-from socialbench.workloads.ramp.otlp import EXPORT_INTERVAL_MS
 
 COLLECTOR = "http://127.0.0.1:4999/v1/traces"
 

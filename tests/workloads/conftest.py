@@ -14,11 +14,12 @@ from rich.console import Console
 
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult
+from socialbench.workloads.probes.resources import ResourceSampler
 from socialbench.workloads.ramp import engine
-from socialbench.workloads.ramp.bundle import Dataset
 from socialbench.workloads.ramp.engine import RampConfig, Sla
-from socialbench.workloads.ramp.job import RampJob, RampReport, execute
-from socialbench.workloads.ramp.resources import ResourceSampler
+from socialbench.workloads.results.schema import Dataset
+from socialbench.workloads.results.summary import RampReport
+from socialbench.workloads.runs.ramp_job import RampJob, execute
 from tests.support import host_is_busy
 
 CAPACITY_SERVER = Path(__file__).with_name("capacity_server.py")

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, set_span_in_context
 
-from socialbench.workloads.ramp.spans import NS_PER_MS
+from socialbench.workloads.probes.spans import NS_PER_MS
 
 MS = NS_PER_MS
 # The exclusive times of export_trace's trace, in ms.

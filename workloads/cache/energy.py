@@ -23,7 +23,7 @@ def format_joules(joules: float) -> str:
 
 
 class Reading(Protocol):
-    """Energy over an interval (``socialbench.workloads.ramp.energy.EnergyReading``)."""
+    """Energy over an interval (``socialbench.workloads.probes.energy.EnergyReading``)."""
 
     @property
     def source(self) -> str: ...
@@ -39,7 +39,7 @@ class Reading(Protocol):
 
 
 class Meter(Protocol):
-    """Measures energy over a with-block (``socialbench.workloads.ramp.energy.EnergyMeter``)."""
+    """Measures energy over a with-block (``socialbench.workloads.probes.energy.EnergyMeter``)."""
 
     def __enter__(self) -> object: ...
 

@@ -52,14 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
 from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE, Contention, lag_is_material
+from socialbench.workloads.probes.energy import EnergyMeter, EnergyReading
+from socialbench.workloads.probes.resources import ComponentUsage, ResourceSampler, SamplerFactory
 from socialbench.workloads.ramp.calibration import (
     Calibration,
     CalibrationError,
     calibrate,
     calibrate_start,
 )
-from socialbench.workloads.ramp.energy import EnergyMeter, EnergyReading
-from socialbench.workloads.ramp.resources import ComponentUsage, ResourceSampler
 
 DEFAULT_SLA = "p99=2s"
 STARTUP_S = 1.0  # starting the driver's processes, for time-left estimates
@@ -439,7 +439,6 @@ class RampObserver:
     def note(self, message: str) -> None: ...
 
 
-SamplerFactory = Callable[[], tuple[ResourceSampler | None, str]]
 ResetHook = Callable[[int], None]
 
 

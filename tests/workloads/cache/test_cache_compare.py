@@ -16,10 +16,11 @@ from socialbench.cli import app
 from socialbench.workloads.cache import CacheConfig, CacheProtocol
 from socialbench.workloads.cache.scale import ScaleConfig, ScaleOutcome, scale
 from socialbench.workloads.cache.servers import Instance
-from socialbench.workloads.ramp.bundle import BundleError
-from socialbench.workloads.ramp.cachebundle import CacheBundleWriter, CacheManifest, RunRecord
-from socialbench.workloads.ramp.cachecompare import COMPARE_PLOT, CacheComparison
-from socialbench.workloads.ramp.compare import compare
+from socialbench.workloads.reports.cache_compare import COMPARE_PLOT, CacheComparison
+from socialbench.workloads.reports.cache_report import build_cache_report
+from socialbench.workloads.reports.compare import compare
+from socialbench.workloads.results.cache_runs import CacheBundleWriter, CacheManifest, RunRecord
+from socialbench.workloads.results.files import BundleError
 from tests.workloads.cache.conftest import start_fake
 
 FASTER, P99, CORE, ENERGY = 1.2, 0.5, 1.25, 0.9
@@ -126,7 +127,7 @@ def scale_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                config.model_dump(mode="json"))
     outcome = scale(config, lambda _: start_fake(), on_level=writer.add_level)
     writer.write_scale(outcome)
-    writer.finish()
+    build_cache_report(writer.directory)
     return writer.directory
 
 

@@ -15,8 +15,9 @@ from socialbench.workloads.cache import CacheConfig, CacheProtocol, run_cache
 from socialbench.workloads.cache.energy import format_joules
 from socialbench.workloads.cache.scale import ScaleConfig, scale
 from socialbench.workloads.cache.servers import Instance
-from socialbench.workloads.ramp.cachebundle import CacheBundleWriter, read_records
-from socialbench.workloads.ramp.energy import EnergyMeter
+from socialbench.workloads.probes.energy import EnergyMeter
+from socialbench.workloads.reports.cache_report import build_cache_report
+from socialbench.workloads.results.cache_runs import CacheBundleWriter, read_records
 from tests.workloads.cache.conftest import start_fake
 
 WATTS = 50.0
@@ -44,7 +45,7 @@ def test_power_command_gives_joules_per_operation(memcached: Instance, tmp_path:
 
     writer = CacheBundleWriter(tmp_path, "energy", "cache-run", {}, power_cmd=POWER_CMD)
     writer.add("pipeline-1", result)
-    report = writer.finish().read_text()
+    report = build_cache_report(writer.directory).read_text()
     manifest, records, _ = read_records(writer.directory)
     assert "--power-cmd" in manifest.energy_source
     assert records[0].energy == energy
@@ -68,7 +69,7 @@ def test_no_energy_source_is_said_not_zero(memcached: Instance, tmp_path: Path) 
 
     writer = CacheBundleWriter(tmp_path, "no-energy", "cache-run", {})
     writer.add("pipeline-1", result)
-    report = writer.finish().read_text()
+    report = build_cache_report(writer.directory).read_text()
     with (writer.directory / "runs.csv").open() as file:
         row = next(csv.DictReader(file))
     assert row["joules_per_op"] == row["ops_per_s_per_watt"] == "unavailable"
@@ -86,7 +87,7 @@ def test_every_scale_probe_is_metered(tmp_path: Path) -> None:
     outcome = scale(config, lambda _: start_fake(), on_level=writer.add_level,
                     meter=lambda: EnergyMeter(power_cmd=POWER_CMD, root=tmp_path))
     writer.write_scale(outcome)
-    report = writer.finish().read_text()
+    report = build_cache_report(writer.directory).read_text()
     probes = [probe for level in outcome.levels for probe in level.probes]
     assert [level.instances for level in outcome.levels] == [1, 2] and probes
     for probe in probes:

@@ -10,7 +10,8 @@ import pytest
 
 from socialbench.workloads.cache import CacheConfig, CacheProtocol, run_cache
 from socialbench.workloads.cache.servers import Instance, ServerKind, server_stats
-from socialbench.workloads.ramp.cachebundle import CacheBundleWriter, read_records
+from socialbench.workloads.reports.cache_report import build_cache_report
+from socialbench.workloads.results.cache_runs import CacheBundleWriter, read_records
 
 KEYS = 1000
 
@@ -122,7 +123,7 @@ def test_bundle_and_report(memcached: Instance, tmp_path: Path) -> None:
         writer.add(f"pipeline-{depth}", run_cache(CacheConfig(
             port=memcached.port, key_maximum=KEYS - 1, clients=2, test_time_s=0.5,
             pipeline=depth, prefill=depth == 1, key_prefix="bundle-", seed=9)))
-    report = writer.finish()
+    report = build_cache_report(writer.directory)
     manifest, records, outcome = read_records(writer.directory)
     assert outcome is None and [r.pipeline for r in records] == [1, 8]
     assert manifest.hardware["cpu_model"] and manifest.software["memcached"]

@@ -7,7 +7,8 @@ from pathlib import Path
 from socialbench.workloads.cache import CacheConfig, CacheProtocol
 from socialbench.workloads.cache.scale import ScaleConfig, ScaleStop, scale
 from socialbench.workloads.cache.servers import Instance
-from socialbench.workloads.ramp.cachebundle import CacheBundleWriter, read_records
+from socialbench.workloads.reports.cache_report import build_cache_report
+from socialbench.workloads.results.cache_runs import CacheBundleWriter, read_records
 from tests.workloads.cache.conftest import start_fake
 
 SLOW_FROM = 2  # instances 0 and 1 answer at once; the third and later 60 ms late
@@ -37,7 +38,7 @@ def test_scale_stops_when_an_added_instance_breaks_the_sla(tmp_path: Path) -> No
     assert outcome.best_aggregate_ops_per_s == two.aggregate_ops_per_s
     assert [p.fraction for p in outcome.levels[2].probes] == [None, 0.5, 0.2]  # max, then less
     writer.write_scale(outcome)
-    report = writer.finish()
+    report = build_cache_report(writer.directory)
     _, records, read_back = read_records(writer.directory)
     assert read_back is not None and read_back.best_instances == 2
     assert {(r.instances, r.instance) for r in records} == {(1, 0), (2, 0), (2, 1), (3, 0),

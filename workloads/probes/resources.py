@@ -1,0 +1,186 @@
+"""Where the CPU went: CPU time and peak memory of every process of the local stack.
+
+A :class:`ResourceSampler` is given the stack's processes (each component's leading
+pid; it follows all their children: service workers, nginx workers), takes their
+CPU times at the start and end of a measurement and samples their resident memory
+each second in between. A :class:`ReadingSampler` measures components read whole from
+outside instead (containers, pods), through the same interface.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class ComponentUsage:
+    """One component's share of a measurement."""
+
+    name: str
+    kind: str
+    cpu_seconds: float
+    peak_rss_bytes: int
+    processes: int
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _cpu(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _rss(processes: list[psutil.Process]) -> int:
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+class ResourceSampler:
+    """Measure the stack's processes over one interval (use as a context manager)."""
+
+    def __init__(self, components: dict[str, tuple[str, int]], interval_s: float = 1.0) -> None:
+        """``components``: name -> (kind, pid of the process that leads it)."""
+        self.components = components
+        self.interval_s = interval_s
+        self._start_cpu: dict[str, float] = {}
+        self._peak_rss: dict[str, int] = dict.fromkeys(components, 0)
+        self._processes: dict[str, list[psutil.Process]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_memory, daemon=True)
+        self.usage: list[ComponentUsage] = []
+
+    def _refresh(self) -> None:
+        self._processes = {name: _tree(pid) for name, (_, pid) in self.components.items()}
+
+    # What one refresh found of component ``name``; a subclass measuring something else
+    # than process trees (e.g. containers) overrides these and _refresh.
+    def _cpu_of(self, name: str) -> float:
+        return _cpu(self._processes.get(name, []))
+
+    def _rss_of(self, name: str) -> int:
+        return _rss(self._processes.get(name, []))
+
+    def _count_of(self, name: str) -> int:
+        return len(self._processes.get(name, []))
+
+    def _sample_memory(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._refresh()
+            for name in self.components:
+                self._peak_rss[name] = max(self._peak_rss[name], self._rss_of(name))
+
+    def __enter__(self) -> ResourceSampler:
+        self._refresh()
+        self._start_cpu = {name: self._cpu_of(name) for name in self.components}
+        for name in self.components:
+            self._peak_rss[name] = self._rss_of(name)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._refresh()
+        self.usage = [
+            ComponentUsage(
+                name=name,
+                kind=kind,
+                cpu_seconds=max(0.0, self._cpu_of(name) - self._start_cpu.get(name, 0.0)),
+                peak_rss_bytes=max(self._peak_rss[name], self._rss_of(name)),
+                processes=self._count_of(name),
+            )
+            for name, (kind, _) in self.components.items()
+        ]
+        self.close()
+
+    def busy_cores(self, window_s: float) -> float:
+        """The CPU the processes use now, in cores: their CPU time over ``window_s``."""
+        self._refresh()
+        before, started = self._total_cpu(), time.perf_counter()
+        time.sleep(window_s)
+        self._refresh()
+        after, elapsed = self._total_cpu(), time.perf_counter() - started
+        return max(0.0, after - before) / elapsed
+
+    def _total_cpu(self) -> float:
+        return sum(self._cpu_of(name) for name in self.components)
+
+    def close(self) -> None:
+        """Let go of what reading the processes holds (nothing here; a subclass may)."""
+
+    @property
+    def total_cpu_seconds(self) -> float:
+        return sum(u.cpu_seconds for u in self.usage)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of a component read whole: CPU seconds so far, memory and processes now."""
+
+    cpu_seconds: float
+    memory_bytes: int
+    processes: int
+
+
+NOTHING = Reading(0.0, 0, 0)
+
+
+class ReadingSampler(ResourceSampler):
+    """Measure components read whole at each refresh (containers, pods), not process trees.
+
+    A subclass says how in :meth:`_read`; a component missing from a refresh (gone,
+    restarting) reads as nothing, as a vanished process does.
+    """
+
+    def __init__(self, kinds: Mapping[str, str], interval_s: float = 1.0) -> None:
+        """``kinds``: component name -> kind."""
+        super().__init__({name: (kind, 0) for name, kind in kinds.items()}, interval_s)
+        self._readings: dict[str, Reading] = {}
+        # For subclasses whose reading is one request per component or per node.
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=type(self).__name__)
+
+    def _read(self) -> dict[str, Reading]:
+        """Every component's reading now, by name."""
+        raise NotImplementedError
+
+    def _refresh(self) -> None:
+        self._readings = self._read()
+
+    def _cpu_of(self, name: str) -> float:
+        return self._readings.get(name, NOTHING).cpu_seconds
+
+    def _rss_of(self, name: str) -> int:
+        return self._readings.get(name, NOTHING).memory_bytes
+
+    def _count_of(self, name: str) -> int:
+        return self._readings.get(name, NOTHING).processes
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+# What measures the target over one step: a sampler (None: nothing to measure) and how.
+SamplerFactory = Callable[[], tuple[ResourceSampler | None, str]]
