@@ -183,7 +183,7 @@ def run(
                                  "repeats": runs}, power_cmd, followed)
     results: list[CacheResult] = []
     for number, config in ((n, c) for n in range(1, runs + 1) for c in configs):
-        if runs > 1:
+        if runs > 1 and config is configs[0]:
             typer.echo(f"run {number} of {runs}:")
         try:
             result = run_cache(config, _meter(power_cmd))
