@@ -4,7 +4,7 @@ memcached holds each post's JSON (the front end's shape) under ``<post_id>``. Re
 many posts is the hottest path of the read workloads, so cached posts pass through as
 the bytes memcached returned: the answer is assembled from them without parsing.
 A memcached that refuses a post (too large) or is down costs only the cache: the post is
-stored and read from MongoDB (:mod:`socialbench.runtime.cache`).
+stored and read from MongoDB (:mod:`socialbench.runtime.cache_aside`).
 A post is deleted only to undo a failed compose (see compose-post).
 """
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
-from socialbench.runtime.cache import Cache
+from socialbench.runtime.cache_aside import Cache
 from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
 from socialbench.runtime.jsonio import json_bytes
 from socialbench.runtime.models import MAX_READ_IDS, Id, Post

@@ -3,7 +3,7 @@
 MongoDB ``user.user`` holds ``{user_id, first_name, last_name, username, salt, password}``,
 unique on ``user_id`` and (unlike the original) on ``username``. memcached caches
 ``<username>:user_id`` (shared with user-mention) and ``<username>:login`` (id, salt and
-password hash); a memcached that fails is a miss (:mod:`socialbench.runtime.cache`).
+password hash); a memcached that fails is a miss (:mod:`socialbench.runtime.cache_aside`).
 Passwords are stored as sha256(password + salt), as the original does: a fast hash,
 which is what a benchmark wants.
 
@@ -31,7 +31,7 @@ from starlette.responses import RedirectResponse, Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import COOKIE_NAME, issue_token
-from socialbench.runtime.cache import Cache
+from socialbench.runtime.cache_aside import Cache
 from socialbench.runtime.errors import (
     Conflict,
     InvalidArgument,

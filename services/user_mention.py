@@ -3,7 +3,7 @@
 memcached first (``<username>:user_id``, the key the user service fills too), the
 misses from MongoDB ``user.user`` in one ``$in`` query on the username index, and the
 ones found written back to memcached (a memcached that fails is a miss:
-:mod:`socialbench.runtime.cache`). Unknown names are dropped; the answer keeps the
+:mod:`socialbench.runtime.cache_aside`). Unknown names are dropped; the answer keeps the
 order asked, each name once. Ids are strings, the shape of a post's ``user_mentions``.
 """
 
@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, Field
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
-from socialbench.runtime.cache import Cache
+from socialbench.runtime.cache_aside import Cache
 from socialbench.runtime.models import MAX_ITEMS, UserMention, UserMentionsAnswer
 from socialbench.runtime.stores import user_id_cache_key
 

@@ -8,13 +8,13 @@ from typing import Annotated
 
 import typer
 
-from socialbench.bench.cache import CacheBench
+from socialbench.bench.cache_generator import CacheBench
 from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
 from socialbench.bench.hop import HopBench
 from socialbench.bench.hot_users import PLAIN, HotUsersBench
 from socialbench.bench.mongodb import MongoBench
-from socialbench.bench.stack import StackBench
+from socialbench.bench.stack_cpu import StackBench
 from socialbench.bench.store_clients import StoreClientsBench
 from socialbench.bench.store_modes import StoreModesBench
 from socialbench.cli.options import DataDir
@@ -116,7 +116,7 @@ def stack(
         + ", ".join(f"{name}={rate:g}" for name, rate in STACK.rates.items()) + ").")] = None,
 ) -> None:
     """Each workload at a fixed rate against the local stack: the stack's CPU per request."""
-    from socialbench.bench.stack import NoStack, run
+    from socialbench.bench.stack_cpu import NoStack, run
 
     try:
         run(StackBench(url=url, data_dir=data_dir, connections=connections, processes=processes,
@@ -168,7 +168,7 @@ def cache(
     results_dir: ResultsDir = CACHE.results_dir,
 ) -> None:
     """The cache generator against memcached -t 1 and Redis, beside redis-benchmark."""
-    from socialbench.bench.cache import run
+    from socialbench.bench.cache_generator import run
 
     run(CacheBench(duration_s=duration, pipelines=tuple(pipelines or CACHE.pipelines),
                    clients=clients, client_cpu=client_cpu, server_cpu=server_cpu,

@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.check import check_hook
-from socialbench.cli.grow import run_grow, seed_graph_bulk
 from socialbench.cli.interrupts import signals_as_interrupt
 from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
@@ -29,6 +28,7 @@ from socialbench.cli.options import (
     ratio,
     seconds_text,
 )
+from socialbench.cli.ramp_grow import run_grow, seed_graph_bulk
 from socialbench.cli.seed import stack_rss
 from socialbench.stack.local import LocalStack, StackError
 from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour

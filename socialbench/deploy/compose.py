@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from socialbench import registry
-from socialbench.deploy import GENERATE_COMMAND, stack
+from socialbench.deploy import GENERATE_COMMAND, stack_spec
 from socialbench.deploy.yamltext import Inline, dump
 from socialbench.registry import StoreInstance, StoreLayout
 
@@ -40,8 +40,8 @@ STANDINS_FILE = "standins.env"
 # scripts/build-images.sh from scripts/containers/NAME.Dockerfile, for a machine that
 # cannot pull from Docker Hub. Compose takes them through SOCIALBENCH_NAME_IMAGE.
 STANDIN_IMAGES = {
-    **{store.name: f"localhost/socialbench/{store.name}:bookworm" for store in stack.STORES},
-    stack.GATEWAY_HOST: f"localhost/socialbench/{stack.GATEWAY_HOST}:bookworm",
+    **{store.name: f"localhost/socialbench/{store.name}:bookworm" for store in stack_spec.STORES},
+    stack_spec.GATEWAY_HOST: f"localhost/socialbench/{stack_spec.GATEWAY_HOST}:bookworm",
 }
 
 IMAGE = "${SOCIALBENCH_IMAGE:-socialbench:dev}"
@@ -88,7 +88,7 @@ def _socialbench(command: list[str], **extra: Any) -> dict[str, Any]:
 
 
 def _store(instance: StoreInstance) -> dict[str, Any]:
-    store = stack.STORE_BY_NAME[instance.store.value]
+    store = stack_spec.STORE_BY_NAME[instance.store.value]
     service: dict[str, Any] = {
         # Every instance of a store runs its store's image (one variable picks it).
         "image": _image(store.name, store.image),
@@ -111,20 +111,20 @@ def _dependencies(spec: registry.ServiceSpec, layout: StoreLayout) -> list[str]:
 
 # The login-token secret: the deployment's own, from the caller's environment or
 # compose/.env; no default (a default in this public file would let anyone forge logins).
-SECRET_VALUE = (f"${{{stack.SECRET_ENV}:?set {stack.SECRET_ENV} to a random secret of 32 "
+SECRET_VALUE = (f"${{{stack_spec.SECRET_ENV}:?set {stack_spec.SECRET_ENV} to a random secret of 32 "
                 "characters or more in compose/.env (openssl rand -hex 32), see docs/deploy.md}")
 
 
 def _service(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, Any]:
     service = _socialbench(
-        stack.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
+        stack_spec.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
         env_file=[ENV_FILE],
         # From the caller's environment: tracing is off unless it sets the endpoint.
-        environment={**stack.store_env(spec, layout),
+        environment={**stack_spec.store_env(spec, layout),
                      **{name: f"${{{name}:-{default}}}"
-                        for name, default in stack.TRACING_DEFAULTS.items()},
-                     stack.SECRET_ENV: SECRET_VALUE},
-        healthcheck={"test": Inline(["CMD", *stack.http_healthcheck(spec.port)]),
+                        for name, default in stack_spec.TRACING_DEFAULTS.items()},
+                     stack_spec.SECRET_ENV: SECRET_VALUE},
+        healthcheck={"test": Inline(["CMD", *stack_spec.http_healthcheck(spec.port)]),
                      **HEALTH_TIMING},
         restart="unless-stopped",
     )
@@ -135,14 +135,15 @@ def _service(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, Any]:
 
 def _gateway() -> dict[str, Any]:
     return {
-        "image": _image(stack.GATEWAY_HOST, stack.GATEWAY_IMAGE),
-        "ports": [f"${{SOCIALBENCH_GATEWAY_PORT:-{stack.GATEWAY_PORT}}}:{stack.GATEWAY_PORT}",
-                  f"${{SOCIALBENCH_MEDIA_PORT:-{stack.MEDIA_PORT}}}:{stack.MEDIA_PORT}"],
+        "image": _image(stack_spec.GATEWAY_HOST, stack_spec.GATEWAY_IMAGE),
+        "ports": [f"${{SOCIALBENCH_GATEWAY_PORT:-{stack_spec.GATEWAY_PORT}}}:"
+                  f"{stack_spec.GATEWAY_PORT}",
+                  f"${{SOCIALBENCH_MEDIA_PORT:-{stack_spec.MEDIA_PORT}}}:{stack_spec.MEDIA_PORT}"],
         "volumes": [f"./{NGINX_FILE}:/etc/nginx/nginx.conf:ro",
-                    f"../gateway/pages:{stack.PAGES_DIR}:ro"],
+                    f"../gateway/pages:{stack_spec.PAGES_DIR}:ro"],
         "healthcheck": {
             "test": Inline(["CMD", "wget", "-q", "-O", "/dev/null",
-                            f"http://127.0.0.1:{stack.GATEWAY_PORT}/healthz"]),
+                            f"http://127.0.0.1:{stack_spec.GATEWAY_PORT}/healthz"]),
             **HEALTH_TIMING,
         },
         "depends_on": _healthy(*(spec.name for spec in registry.SERVICES)),
@@ -152,15 +153,16 @@ def _gateway() -> dict[str, Any]:
 
 def _seed() -> dict[str, Any]:
     return _socialbench(
-        ["seed", "--url", stack.GATEWAY_URL, "--graph", "${SOCIALBENCH_SEED_GRAPH:-synthetic}"],
-        depends_on=_healthy(stack.GATEWAY_HOST),
+        ["seed", "--url", stack_spec.GATEWAY_URL,
+         "--graph", "${SOCIALBENCH_SEED_GRAPH:-synthetic}"],
+        depends_on=_healthy(stack_spec.GATEWAY_HOST),
         restart="no",
     )
 
 
 def _driver() -> dict[str, Any]:
     return _socialbench(
-        ["load", stack.GATEWAY_URL,
+        ["load", stack_spec.GATEWAY_URL,
          "--workload", "${SOCIALBENCH_LOAD_WORKLOAD:-mixed}",
          "--rate", "${SOCIALBENCH_LOAD_RATE:-500}",
          "--duration", "${SOCIALBENCH_LOAD_DURATION:-60s}",
@@ -170,14 +172,14 @@ def _driver() -> dict[str, Any]:
         # Results land in the checkout's results/, written as the caller's user.
         user="${SOCIALBENCH_UID:-10001}:${SOCIALBENCH_GID:-10001}",
         volumes=["../results:/results"],
-        depends_on={stack.GATEWAY_HOST: {"condition": "service_healthy"},
+        depends_on={stack_spec.GATEWAY_HOST: {"condition": "service_healthy"},
                     "seed": {"condition": "service_completed_successfully"}},
     )
 
 
 def _jaeger() -> dict[str, Any]:
     return {
-        "image": stack.JAEGER_IMAGE,
+        "image": stack_spec.JAEGER_IMAGE,
         "profiles": ["tracing"],
         "environment": {"COLLECTOR_OTLP_ENABLED": "true"},
         "ports": ["16686:16686"],
@@ -188,7 +190,7 @@ def component_kinds(layout: StoreLayout = StoreLayout.SHARED) -> dict[str, str]:
     """The kind of each long-running compose service, as the local stack names its parts."""
     kinds = {instance.name: "store" for instance in registry.store_instances(layout)}
     kinds.update({spec.name: "service" for spec in registry.SERVICES})
-    kinds[stack.GATEWAY_HOST] = "gateway"
+    kinds[stack_spec.GATEWAY_HOST] = "gateway"
     return kinds
 
 
@@ -203,7 +205,7 @@ def compose_file(layout: StoreLayout = StoreLayout.SHARED) -> dict[str, Any]:
     instances = registry.store_instances(layout)
     services: dict[str, Any] = {instance.name: _store(instance) for instance in instances}
     services.update({spec.name: _service(spec, layout) for spec in registry.start_order()})
-    services[stack.GATEWAY_HOST] = _gateway()
+    services[stack_spec.GATEWAY_HOST] = _gateway()
     services["seed"] = _seed()
     services["driver"] = _driver()
     services["jaeger"] = _jaeger()
@@ -215,7 +217,7 @@ def compose_file(layout: StoreLayout = StoreLayout.SHARED) -> dict[str, Any]:
         service["extra_hosts"] = list(hosts)
     volumes: dict[str, dict[str, str]] = {
         f"{instance.name}-data": {} for instance in instances
-        if stack.STORE_BY_NAME[instance.store.value].data_dir
+        if stack_spec.STORE_BY_NAME[instance.store.value].data_dir
     }
     network = {"ipam": {"config": [{"subnet": f"{SUBNET_PREFIX}.0/24"}]}}
     return {"services": services, "networks": {"default": network}, "volumes": volumes}
@@ -235,7 +237,7 @@ def _env_text(header: str, values: dict[str, str]) -> str:
 
 
 def render_env() -> str:
-    return _env_text(ENV_HEADER, stack.neighbour_env())
+    return _env_text(ENV_HEADER, stack_spec.neighbour_env())
 
 
 def render_standins() -> str:
@@ -248,6 +250,6 @@ def files() -> dict[str, str]:
     return {
         **{name: render_compose(layout) for layout, name in COMPOSE_FILES.items()},
         ENV_FILE: render_env(),
-        NGINX_FILE: stack.render_gateway(),
+        NGINX_FILE: stack_spec.render_gateway(),
         STANDINS_FILE: render_standins(),
     }

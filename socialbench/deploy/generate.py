@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from socialbench.deploy import GENERATE_COMMAND, compose, helm, stack
+from socialbench.deploy import GENERATE_COMMAND, compose, helm, stack_spec
 
 
 def expected_files() -> dict[Path, str]:
     """Every generated file (absolute path) and the text it must hold."""
-    out = {stack.COMPOSE_DIR / name: text for name, text in compose.files().items()}
-    out.update({stack.CHART_DIR / name: text for name, text in helm.files().items()})
+    out = {stack_spec.COMPOSE_DIR / name: text for name, text in compose.files().items()}
+    out.update({stack_spec.CHART_DIR / name: text for name, text in helm.files().items()})
     return out
 
 
@@ -45,7 +45,7 @@ def write_files() -> list[Path]:
 def generate() -> int:
     """Write the stale files, naming each; 0."""
     for path in write_files():
-        print(f"wrote {path.relative_to(stack.REPO_ROOT)}")
+        print(f"wrote {path.relative_to(stack_spec.REPO_ROOT)}")
     return 0
 
 
@@ -53,6 +53,6 @@ def check() -> int:
     """1 when a generated file is stale (each named on stderr), else 0."""
     stale = stale_files()
     for path in stale:
-        print(f"stale: {path.relative_to(stack.REPO_ROOT)} (run: {GENERATE_COMMAND})",
+        print(f"stale: {path.relative_to(stack_spec.REPO_ROOT)} (run: {GENERATE_COMMAND})",
               file=sys.stderr)
     return 1 if stale else 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from socialbench import registry
-from socialbench.deploy import GENERATE_COMMAND, stack
+from socialbench.deploy import GENERATE_COMMAND, stack_spec
 from socialbench.deploy.yamltext import Inline, dump
 from socialbench.registry import StoreLayout
 from socialbench.runtime.settings import setting_env
@@ -30,10 +30,10 @@ do not edit (tests compare them). The templates read services and stores from he
 def registry_data() -> dict[str, Any]:
     """What the templates need to know about every service and store."""
     return {
-        "gateway": {"host": stack.GATEWAY_HOST, "port": stack.GATEWAY_PORT,
-                    "mediaPort": stack.MEDIA_PORT},
+        "gateway": {"host": stack_spec.GATEWAY_HOST, "port": stack_spec.GATEWAY_PORT,
+                    "mediaPort": stack_spec.MEDIA_PORT},
         # The login-token secret's variable; its value comes from the chart's Secret.
-        "secretEnv": stack.SECRET_ENV,
+        "secretEnv": stack_spec.SECRET_ENV,
         "services": [
             {
                 "name": spec.name,
@@ -58,7 +58,7 @@ def registry_data() -> dict[str, Any]:
         },
         # What the shard Job splits on an external mongos (stores.mongodb.sharding).
         "sharding": [{"database": database, "collection": collection, "key": key}
-                     for database, collection, key in stack.SHARDED_COLLECTIONS],
+                     for database, collection, key in stack_spec.SHARDED_COLLECTIONS],
         # stores.redis.mode: the settings that tell the services which mode runs, and the
         # flags of a read replica (besides --replicaof) and of a cluster node.
         "redisModes": {
@@ -78,7 +78,7 @@ def registry_data() -> dict[str, Any]:
                 "healthcheck": Inline(store.healthcheck),
                 "dataDir": store.data_dir or "",
             }
-            for store in stack.STORES
+            for store in stack_spec.STORES
         },
     }
 
@@ -87,5 +87,5 @@ def files() -> dict[str, str]:
     """Every generated file of the chart: path inside the chart -> text."""
     return {
         REGISTRY_FILE: dump(registry_data(), HEADER),
-        NGINX_FILE: stack.render_gateway(),
+        NGINX_FILE: stack_spec.render_gateway(),
     }

@@ -10,7 +10,8 @@ A key goes to its owner on a :class:`~socialbench.runtime.hash_ring.HashRing` (l
 points). A get of many keys is split by server, the parts sent at once, and the values
 merged back in the order asked.
 
-A server that fails costs its keys and nothing else. The :class:`~socialbench.runtime.cache.Cache`
+A server that fails costs its keys and nothing else. The
+:class:`~socialbench.runtime.cache_aside.Cache`
 wrapper makes its errors misses; here:
 
 - Its first command that fails for want of the server (refused, lost, no reply in

@@ -20,7 +20,7 @@ Bad input is refused where it enters, before anything is stored:
   (:data:`MAX_PERSON_NAME_BYTES`), a password (:data:`MAX_PASSWORD_BYTES`), a media id
   or type (:data:`MAX_NAME_CHARS`). A post composed within these caps is under
   memcached's 1 MiB item; should memcached refuse one all the same (a smaller ``-I``,
-  no memory left), the post is still stored (:mod:`~socialbench.runtime.cache`).
+  no memory left), the post is still stored (:mod:`~socialbench.runtime.cache_aside`).
 """
 
 from __future__ import annotations

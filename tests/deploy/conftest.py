@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from socialbench.deploy import stack
+from socialbench.deploy import stack_spec as stack
 
 KUBE_VERSION = "1.30.0"  # a cluster the chart supports (kubeVersion >= 1.24)
 

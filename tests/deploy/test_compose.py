@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from socialbench import registry
-from socialbench.deploy import compose, stack
+from socialbench.deploy import compose
+from socialbench.deploy import stack_spec as stack
 from socialbench.registry import StoreLayout
 from socialbench.stack.launcher import StackConfig
 from socialbench.stack.servers import FERRETDB_GOGC, FERRETDB_SQLITE_PRAGMAS

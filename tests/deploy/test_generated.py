@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from socialbench import registry
 from socialbench.cli import app
-from socialbench.deploy import GENERATE_COMMAND, generate, stack
+from socialbench.deploy import GENERATE_COMMAND, generate
+from socialbench.deploy import stack_spec as stack
 from socialbench.gateway import nginx
 
 

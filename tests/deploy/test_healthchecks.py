@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from socialbench.deploy import stack
+from socialbench.deploy import stack_spec as stack
 from socialbench.registry import Store
 from socialbench.stack.servers import ServerCommand, free_port
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from socialbench import registry
-from socialbench.deploy import stack
+from socialbench.deploy import stack_spec as stack
 from socialbench.registry import Store, StoreLayout
 from socialbench.runtime.redis_client import parse_redis_urls
 from socialbench.runtime.settings import Settings

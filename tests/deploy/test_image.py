@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from socialbench import registry
-from socialbench.deploy import stack
+from socialbench.deploy import stack_spec as stack
 
 ROOT = stack.REPO_ROOT
 DOCKERFILE = (ROOT / "Dockerfile").read_text()

@@ -23,7 +23,8 @@ import httpx
 import pytest
 from docker.errors import DockerException
 
-from socialbench.deploy import compose, stack
+from socialbench.deploy import compose
+from socialbench.deploy import stack_spec as stack
 from socialbench.stack.servers import free_ports
 from socialbench.workloads.driver import LoadConfig, run_load
 from socialbench.workloads.probes.containers import (

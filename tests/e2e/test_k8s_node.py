@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from socialbench import registry
-from socialbench.deploy import loadjob, stack
+from socialbench.deploy import loadjob
+from socialbench.deploy import stack_spec as stack
 from socialbench.registry import Store, StoreLayout
 from socialbench.stack.servers import go_bin_dirs
 from socialbench.workloads.check.contents import CHECKED

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from socialbench.registry import Store
-from socialbench.runtime.cache import CACHE_REFUSED, CACHE_UNAVAILABLE, Cache
+from socialbench.runtime.cache_aside import CACHE_REFUSED, CACHE_UNAVAILABLE, Cache
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import MemcachedPool, ServerDown, SomeServersFailed
 from socialbench.runtime.pipelining import StoreTimeout

@@ -20,7 +20,7 @@ import pytest
 from fastapi import FastAPI, Request
 from httpx import ASGITransport, AsyncClient, Response
 
-from socialbench.runtime.cache import CACHE_REFUSED, CACHE_UNAVAILABLE
+from socialbench.runtime.cache_aside import CACHE_REFUSED, CACHE_UNAVAILABLE
 from socialbench.runtime.models import MAX_USERNAME_BYTES
 from socialbench.services import (
     compose_post,

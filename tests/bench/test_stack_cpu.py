@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 
-from socialbench.bench.stack import WARM_STOP, _warm
+from socialbench.bench.stack_cpu import WARM_STOP, _warm
 from socialbench.workloads.definitions.socialnetwork import HOME_TIMELINE_PATH, USER_TIMELINE_PATH
 from tests.services.support import serve_fake
 

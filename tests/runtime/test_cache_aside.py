@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from socialbench.runtime import cache as cache_module
-from socialbench.runtime.cache import CACHE_REFUSED, CACHE_UNAVAILABLE, Cache
+from socialbench.runtime import cache_aside as cache_module
+from socialbench.runtime.cache_aside import CACHE_REFUSED, CACHE_UNAVAILABLE, Cache
 from socialbench.runtime.errors import StoreError
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.stores import Stores
