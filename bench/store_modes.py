@@ -2,24 +2,15 @@
 
     socialbench bench store-modes [--repeats 2] [--mode shared --mode per-service ...]
 
-For each mode (below) a stack of its own is started on free ports with empty stores,
-seeded (the synthetic graph, 3 posts per user), then ramped with the mixed workload
-(``socialbench ramp --quick --refine``: 10 s steps from ``--start-rate`` by ``--step``,
-the knee bisected and confirmed) to the highest rate at p99 <= 2 s, and stopped. The
-modes run back to back, in turn, their order reversed every other round (this machine's
-speed drifts by a third within an hour: only modes measured side by side compare). Each
-row: the max rate, and the CPU of every stack process per request (psutil, the ramp's
-``cpu_ms_per_request``) at the first step's rate, which every mode holds; both as a
-ratio to ``shared`` in the same round. The bundles go to
-``results/store-modes-<time>/<round>-<mode>/``, the table to
-``results/bench-store-modes-<time>.json``. Not a test: the numbers depend on the machine.
-
-Modes (``socialbench up`` options):
-
-- ``shared``: one MongoDB, one Redis, one memcached (the one-box default);
-- ``per-service``: the original's layout, 11 instances (``--stores per-service``);
-- ``redis-cluster``: Redis as a cluster of 3 masters and 3 replicas (``--redis-mode cluster``);
-- ``memcached-pool``: 3 memcached, the keys hashed over them (``--memcached-instances 3``).
+Each mode (``shared``; ``per-service``: ``--stores per-service``; ``redis-cluster``: 3
+masters and 3 replicas; ``memcached-pool``: ``--memcached-instances 3``) gets a stack of
+its own (free ports, empty stores, the synthetic graph with 3 posts per user), ramped
+with the mixed workload (``ramp --quick --refine``) to the highest rate at p99 <= 2 s.
+The modes run back to back, their order reversed every other round (a host's speed
+drifts: only modes measured side by side compare). Each row: the max rate and the
+stack's CPU per request at the first step's rate, both as ratios to ``shared`` in the
+same round. Bundles go to ``results/store-modes-<time>/``, the table to
+``results/bench-store-modes-<time>.json``; what was measured: docs/stores.md.
 """
 
 from __future__ import annotations
