@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from socialbench import registry
+from socialbench.bench.results import write_results
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_ports
@@ -562,12 +563,7 @@ def print_report(report: DrillReport, console: Console) -> None:
 
 
 def write_report(report: DrillReport, results_dir: Path) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = results_dir / f"bench-drills-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = asdict(report) | {"passed": report.passed}
-    out.write_text(json.dumps(data, indent=2))
-    return out
+    return write_results(results_dir, "drills", asdict(report) | {"passed": report.passed})
 
 
 def run(config: DrillBench) -> DrillReport:

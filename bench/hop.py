@@ -17,7 +17,6 @@ gives the server's and client's CPU per call at each bound. Results go to
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import secrets
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 import psutil
 from starlette.types import Receive, Scope, Send
 
+from socialbench.bench.results import write_results
 from socialbench.runtime.http_server import ServerConfig, serve
 from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.settings import JWT_SECRET_ENV
@@ -168,12 +168,10 @@ def run(config: HopBench) -> Path:
     """Measure, print and write the rows; the file."""
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     rows = measure(config)
-    config.results_dir.mkdir(parents=True, exist_ok=True)
-    path = config.results_dir / f"bench-hop-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    path.write_text(json.dumps({
+    path = write_results(config.results_dir, "hop", {
         "duration_s": config.duration_s, "pool_size": config.pool_size,
         "load_average_after": os.getloadavg(), "rows": [asdict(row) for row in rows],
-    }, indent=1))
+    })
     print(f"written {path}")
     return path
 

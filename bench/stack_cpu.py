@@ -16,7 +16,6 @@ memcached does not make the first minutes measure MongoDB.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 import aiohttp
 
+from socialbench.bench.results import write_results
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.socialnetwork import (
     DEFAULT_USERS,
@@ -161,14 +161,11 @@ def run(config: StackBench) -> Path:
               f"  stack CPU {row['stack_cpu_ms_per_request'] or 0:.2f} ms/req"
               f"  top {dict(top)}"
               f"  (load avg {row['load_average_before'][0]:.1f})", flush=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = config.results_dir / f"bench-stack-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    out = write_results(config.results_dir, "stack", {
         "duration_s": config.duration_s, "warmup_s": config.warmup_s, "warm": config.warm,
         "driver": {"connections": config.connections, "processes": config.processes},
         "stack": record.model_dump(mode="json") if record else None,
         "rows": rows,
-    }, indent=2))
+    })
     print(f"written {out}")
     return out

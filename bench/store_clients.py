@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import json
 import os
 import tempfile
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 import uvloop
 
+from socialbench.bench.results import write_results
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import MemcachedPool
 from socialbench.runtime.mongodb_client import Collection, MongoClient
@@ -325,10 +325,7 @@ def run(config: StoreClientsBench) -> Path:
         finally:
             for process in processes:
                 process.stop()
-    config.results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = config.results_dir / f"bench-store-clients-{stamp}.json"
-    path.write_text(json.dumps({
+    path = write_results(config.results_dir, "store-clients", {
         "commands": {"redis": f"ZREVRANGE of 10 of {TIMELINE_MEMBERS} members",
                      "redis-cluster": f"the same ZREVRANGE on {CLUSTER_MASTERS} masters (and "
                                       f"one server); fan-out: ZADD on {FAN_OUT_KEYS} keys, "
@@ -340,6 +337,6 @@ def run(config: StoreClientsBench) -> Path:
                                 "SCRAM-SHA-256"},
         "pool_size": POOL_SIZE, "load_average_after": os.getloadavg(),
         "rows": [asdict(row) for row in rows],
-    }, indent=1))
+    })
     print(f"written {path}")
     return path

@@ -20,13 +20,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from socialbench.bench.results import write_results
 from socialbench.stack import launcher
 from socialbench.stack.servers import free_port_block, free_ports
+from socialbench.workloads.results.files import utc_stamp
 
 MODES: dict[str, tuple[str, ...]] = {
     "shared": (),
@@ -134,7 +135,7 @@ def run(bench: StoreModesBench) -> list[ModeRun]:
     unknown = sorted(set(bench.modes) - set(MODES))
     if unknown:
         raise ValueError(f"no store mode named {', '.join(unknown)}; modes: {', '.join(MODES)}")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp = utc_stamp()
     root = (bench.results_dir / f"store-modes-{stamp}").resolve()
     runs: list[ModeRun] = []
     for round_ in range(1, bench.repeats + 1):
@@ -151,9 +152,8 @@ def run(bench: StoreModesBench) -> list[ModeRun]:
               f"{row.ratios.get('max_rate', float('nan')):>9.2f} {cpu:>11} "
               f"{row.ratios.get('cpu_per_request', float('nan')):>9.2f}  "
               f"{row.check_passed}{'  ' + row.error if row.error else ''}")
-    out = bench.results_dir / f"bench-store-modes-{stamp}.json"
-    out.write_text(json.dumps({"bench": {**asdict(bench), "results_dir": str(bench.results_dir)},
-                               "load_average": os.getloadavg(),
-                               "runs": [asdict(r) for r in runs]}, indent=2))
+    out = write_results(bench.results_dir, "store-modes", {
+        "bench": asdict(bench), "load_average": os.getloadavg(),
+        "runs": [asdict(r) for r in runs]}, stamp)
     print(f"written: {out}")
     return runs
