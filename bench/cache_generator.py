@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import resource
 import shutil
@@ -28,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from socialbench.bench.results import write_results
 from socialbench.workloads.cache import CacheConfig, CacheProtocol, run_cache
 from socialbench.workloads.cache.servers import ServerKind, server_stats, start_instance
 
@@ -143,13 +143,10 @@ def run(config: CacheBench) -> Path:
             print(f"pipeline {depth}: ours / redis-benchmark = "
                   f"{ratios[depth]['ops_per_s']:.2f} in ops/s, "
                   f"{ratios[depth]['ops_per_client_core']:.2f} in ops/s per client core")
-    config.results_dir.mkdir(parents=True, exist_ok=True)
-    out = config.results_dir / f"bench-cache-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps({
-        "config": {**asdict(config), "results_dir": str(config.results_dir)},
-        "load_start": load_start, "load_end": os.getloadavg(),
+    out = write_results(config.results_dir, "cache", {
+        "config": asdict(config), "load_start": load_start, "load_end": os.getloadavg(),
         "rows": [asdict(r) for r in rows], "ratios": ratios,
-    }, indent=2))
+    })
     print(f"written: {out}")
     return out
 

@@ -2,33 +2,14 @@
 
     socialbench bench drills [--rate 100] [--users 200] [--part memcached --part redis ...]
 
-Starts a local stack of its own (``--data-dir``, free ports, empty stores), seeds a small
-synthetic graph, and runs the project's open-loop driver at a fixed rate (the mixed
-workload) for the whole drill. Beside it a probe composes posts with texts of its own
-and notes which were acknowledged (200). For each part in turn (memcached, Redis, the
-MongoDB server, the home-timeline service) it lets ``--settle`` seconds of steady load
-pass (the baseline), kills the part's process group with SIGKILL, lets the launcher's
-supervisor restart it, and watches ``--observe`` seconds. For each part:
-
-- errors: failed requests of the driver (any kind) in the outage (from the kill until
-  the part is healthy again, plus 5 s for its clients to find it), before the kill in
-  the baseline window, and after the outage to the end of the window (both should be 0);
-- down: seconds from the kill until the restarted process accepted connections (health);
-- served: seconds from the kill until 3 seconds in a row have no error and at least half
-  the rate answered (the stack serves again, however slowly); none when not in the window;
-- recovered: seconds from the kill until, besides, the per-second p99 is within 2x the
-  pre-kill value (the median per-second p99 of the baseline window) in each of those 3
-  seconds; none when not within the window (a target of this bench, not of the tests:
-  on a shared machine a second's p99 of 40 requests is noisy);
-- lost: probe posts acknowledged in the part's window that are missing from post
-  storage, or that the check finds missing from a timeline they belong in.
-
-Then the check of the stores (``socialbench check``) over every post stored, and a
-``down``/``up`` (no ``--fresh``) with every user's home and user timeline read through
-the front end before and after: entries lost must be 0. Prints a table and writes
-``results/bench-drills-<time>.json``; exits 1 (from the CLI) when a target is missed.
-Kills are placed on the driver's clock by wall-clock time (its ``started_at``). Numbers
-depend on the machine and on what else runs on it (the load average is recorded).
+On a stack of its own (free ports, empty stores, a small synthetic graph) the driver runs
+the mixed workload at a fixed rate while a probe composes posts of its own. For each part
+(memcached, Redis, the MongoDB server, home-timeline): ``--settle`` seconds of baseline,
+SIGKILL of its process group, the supervisor's restart, ``--observe`` seconds watched;
+its errors, down, served, recovered and lost are defined in docs/robustness.md. Then the
+stores check, and a ``down``/``up`` with every timeline read before and after. Writes
+``results/bench-drills-<time>.json``; the CLI exits 1 when a target is missed. Kills are
+placed on the driver's clock (its ``started_at``).
 """
 
 from __future__ import annotations
@@ -53,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from socialbench import registry
+from socialbench.bench.results import write_results
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_ports
@@ -581,12 +563,7 @@ def print_report(report: DrillReport, console: Console) -> None:
 
 
 def write_report(report: DrillReport, results_dir: Path) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = results_dir / f"bench-drills-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = asdict(report) | {"passed": report.passed}
-    out.write_text(json.dumps(data, indent=2))
-    return out
+    return write_results(results_dir, "drills", asdict(report) | {"passed": report.passed})
 
 
 def run(config: DrillBench) -> DrillReport:

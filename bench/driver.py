@@ -23,10 +23,10 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from socialbench.bench.results import write_results
 from socialbench.stack.servers import ServerCommand, ServerProcess, find_binary, free_port
 from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult, run_load
 
@@ -293,11 +293,8 @@ def run(config: DriverBench) -> Path:
         print(f"| {r.tool} | {r.processes} | {offered} | {r.achieved_rps:,.0f} | {r.p50_ms:.2f} |"
               f" {r.p99_ms:.2f} | {r.max_ms:.2f} | {lag} | {cpu} | {steal} |"
               f" {'yes' if r.ok else 'no'} | {target} | {r.note} |")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = config.results_dir / f"bench-driver-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"load_start": load_start, "load_end": load_end, "pinned": pin,
-                               "args": asdict(config), "rows": [asdict(r) for r in rows]},
-                              indent=2, default=str))
+    out = write_results(config.results_dir, "driver", {
+        "load_start": load_start, "load_end": load_end, "pinned": pin,
+        "args": asdict(config), "rows": [asdict(r) for r in rows]})
     print(f"written to {out}")
     return out

@@ -3,28 +3,20 @@
     socialbench bench hop [--rate 300 --rate 1000] [--duration 15] [--server unique-id]
                           [--connection-requests 0 --connection-requests 100]
 
-Three servers are started on free ports, one process each: unique-id (the smallest
-service: the runtime's app, middleware and light dispatch around one id) under the
-runtime's HTTP server (:mod:`socialbench.runtime.http_server`), a bare ASGI app that
-answers the same bytes without any framework under that server, and the same bare app
-under uvicorn (uvloop, httptools: what served the services before; the row that chose
-the runtime's server). Each gets the same calls (``POST /compose_unique_id``) from this
-process through the runtime's RPC client, at a fixed rate over a pool of keep-alive
-connections, and the server's CPU seconds (user + system, psutil) over the run are
-divided by the calls. unique-id minus bare is what the service's framework costs per
-call; bare is what any service pays on this machine. With ``--connection-requests N``
-the client closes each connection after N calls (``rpc_connection_requests``: how a
-caller's requests spread over a Service's replicas); the row gives the server's and the
-client's CPU per call at each bound, so the bound's cost is the difference from 0 (no
-bound). Results go to
-``results/bench-hop-<time>.json``. Not a test: the numbers depend on the machine and on
-what else runs on it (the load average is printed).
+Three servers on free ports, one process each: unique-id (the runtime's app around one
+id) under the runtime's HTTP server, a bare ASGI app answering the same bytes under that
+server, and the bare app under uvicorn (what served the services before). Each gets the
+same calls from this process through the runtime's RPC client at a fixed rate, and its
+CPU seconds over the run are divided by the calls: unique-id minus bare is the
+framework's cost a call, bare what any service pays here. ``--connection-requests N``
+closes each connection after N calls (how calls spread over a Service's replicas) and
+gives the server's and client's CPU per call at each bound. Results go to
+``results/bench-hop-<time>.json``; what was measured: docs/performance.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import secrets
 import sys
@@ -39,6 +31,7 @@ from typing import Any
 import psutil
 from starlette.types import Receive, Scope, Send
 
+from socialbench.bench.results import write_results
 from socialbench.runtime.http_server import ServerConfig, serve
 from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.settings import JWT_SECRET_ENV
@@ -175,12 +168,10 @@ def run(config: HopBench) -> Path:
     """Measure, print and write the rows; the file."""
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     rows = measure(config)
-    config.results_dir.mkdir(parents=True, exist_ok=True)
-    path = config.results_dir / f"bench-hop-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    path.write_text(json.dumps({
+    path = write_results(config.results_dir, "hop", {
         "duration_s": config.duration_s, "pool_size": config.pool_size,
         "load_average_after": os.getloadavg(), "rows": [asdict(row) for row in rows],
-    }, indent=1))
+    })
     print(f"written {path}")
     return path
 

@@ -18,19 +18,18 @@ one celebrity's post breaks the SLA for everyone. The JSON goes to
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from hdrh.histogram import HdrHistogram
 
+from socialbench.bench.results import write_results
 from socialbench.workloads.definitions.socialnetwork import (
     DEFAULT_USERS,
     HOME_TIMELINE_PATH,
@@ -173,10 +172,7 @@ def run(config: HotUsersBench) -> Path:
               f"{row['read_p99_ms']:>7.1f} ms {row['errors']:>6}")
     print(f"fan-out: {per_follower_us:.2f} µs of compose p50 per follower; load average "
           f"{os.getloadavg()[0]:.2f}")
-    config.results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = config.results_dir / f"bench-hot-users-{stamp}.json"
-    path.write_text(json.dumps({"config": asdict(config) | {"results_dir": str(
-        config.results_dir)}, "rows": rows, "per_follower_us": per_follower_us}, indent=2))
+    path = write_results(config.results_dir, "hot-users", {
+        "config": asdict(config), "rows": rows, "per_follower_us": per_follower_us})
     print(f"written: {path}")
     return path

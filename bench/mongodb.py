@@ -15,7 +15,6 @@ documents). Prints the table, writes it to ``results/bench-mongodb-<time>.json``
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import statistics
@@ -28,6 +27,7 @@ from typing import Any
 
 from pymongo import MongoClient
 
+from socialbench.bench.results import write_results
 from socialbench.stack.servers import (
     ServerCommand,
     ServerProcess,
@@ -169,12 +169,9 @@ def run(config: MongoBench) -> Path:
     for s in series:
         print(f"| {s.name} | {s.count} | {s.p50_ms:.3f} | {s.p99_ms:.3f} | {s.max_ms:.3f} |"
               f" {s.seconds:.1f} |")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = config.results_dir / f"bench-mongodb-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"ferretdb": binary, "build": build, "load_start": load_start,
-                               "load_end": load_end, "args": asdict(config),
-                               "insert_many_docs_per_s": insert_rate,
-                               "series": [asdict(s) for s in series]}, indent=2, default=str))
+    out = write_results(config.results_dir, "mongodb", {
+        "ferretdb": binary, "build": build, "load_start": load_start, "load_end": load_end,
+        "args": asdict(config), "insert_many_docs_per_s": insert_rate,
+        "series": [asdict(s) for s in series]})
     print(f"written to {out}")
     return out

@@ -4,25 +4,18 @@
     socialbench bench stack [--duration 30] [--no-warm] [--data-dir .socialbench]
 
 For each workload (read-home-timeline, read-user-timeline, compose-post and the mixed
-60/30/10) it sends the workload's requests at a fixed rate the stack holds (open loop,
-the suite's own driver: ``socialbench.workloads.driver``, so the rows are the issue's
-"CPU-ms per request at a fixed rate"), after a short warm-up that is not measured, and
-measures the CPU seconds (user + system, psutil) of every process of the local stack over
-the run: services, stores and nginx, never the driver. CPU-ms per request is that sum
-divided by the requests completed; it is printed beside the rate held, latency
-percentiles and the components that used most, and written to
-``results/bench-stack-<time>.json`` (``--results-dir``). Not a test: the numbers depend
-on the machine and on what else runs on it, so the load average is printed beside them.
-
-First (unless ``--no-warm``) every user's home and user timeline is read once, every
-page the read workloads ask for: memcached is empty after the stack restarts, and the
-first minutes would otherwise measure post reads from MongoDB.
+60/30/10) the suite's open-loop driver sends its requests at a fixed rate the stack
+holds, after a warm-up not measured, and the CPU seconds (psutil) of every process of the
+local stack (services, stores, nginx; never the driver) over the run are divided by the
+requests completed. Printed beside the rate held, latency percentiles and the busiest
+components, and written to ``results/bench-stack-<time>.json``. First (unless
+``--no-warm``) every timeline page the read workloads ask for is read once, so an empty
+memcached does not make the first minutes measure MongoDB.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,6 +24,7 @@ from typing import Any
 
 import aiohttp
 
+from socialbench.bench.results import write_results
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.socialnetwork import (
     DEFAULT_USERS,
@@ -167,14 +161,11 @@ def run(config: StackBench) -> Path:
               f"  stack CPU {row['stack_cpu_ms_per_request'] or 0:.2f} ms/req"
               f"  top {dict(top)}"
               f"  (load avg {row['load_average_before'][0]:.1f})", flush=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = config.results_dir / f"bench-stack-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    out = write_results(config.results_dir, "stack", {
         "duration_s": config.duration_s, "warmup_s": config.warmup_s, "warm": config.warm,
         "driver": {"connections": config.connections, "processes": config.processes},
         "stack": record.model_dump(mode="json") if record else None,
         "rows": rows,
-    }, indent=2))
+    })
     print(f"written {out}")
     return out

@@ -3,42 +3,15 @@
     socialbench bench store-clients [--commands 20000] [--callers 1 --callers 8]
                                     [--store redis --store memcached --store mongodb]
 
-A redis-server, a memcached and a MongoDB server (``mongod`` if on PATH, else FerretDB) are
-started on free ports. Each store gets the commands the services send it, from the
-services' client and from the library it replaced, configured as the services configured
-it:
-
-- Redis: ``ZREVRANGE key 0 9`` of a sorted set of 100 members; redis-py's asyncio client
-  with a blocking pool (the hiredis parser, the same bounds).
-- Redis Cluster (``--store redis-cluster``): 3 masters, and one more redis-server. The
-  same ``ZREVRANGE`` from redis-py's ``RedisCluster`` (as a service would configure it),
-  from ours (``runtime/redis_cluster.py``: our connections on redis-py's slot map), and
-  from our client on the one server; and home-timeline's fan-out of a post to 500
-  timelines (``fan-out``, one row a fan-out: ``--commands`` / 500 of them): redis-py's
-  ``ClusterPipeline``, our ``each_key`` (a pipeline per master), and our one server's
-  ``each_key`` (Lua scripts). Measured (20,000 reads and 40 fan-outs a row, three runs,
-  µs CPU, 1 caller / 8): the read 125-162 / 88-107 redis-py, 41-45 / 28-36 ours, 39-42 /
-  19-26 one server; a fan-out 13,300-15,500 / 14,000-14,700 redis-py, 1,010-1,050 /
-  1,010-1,220 ours, 220-380 / 190-250 one server.
-- memcached: a ``get`` of 10 keys of 270 bytes (post-storage's page of posts); aiomcache
-  with its own pool (the services added bounds to it, which cost more). And the pool of
-  servers (``runtime/memcached_pool.py``) over 3 memcached: the same ``get``, split over
-  them, and a ``get`` of one key, beside the one server's client.
-- MongoDB: an ``insert`` of a post (a new ``post_id`` under a unique index, as
-  post-storage stores one), and a ``find`` of one post by that index; PyMongo's
-  ``AsyncMongoClient`` with the services' old pool and bounds, and the PyMongo adapter the
-  services use for replica sets, TLS and mongos (``runtime/mongodb_pymongo.py``). Ours
-  and the adapter run twice: on a plain FerretDB and, logged in with SCRAM-SHA-256, on a
-  FerretDB with authentication on. Measured (10,000 commands, three runs, µs CPU per
-  command, 1 caller / 8): PyMongo bare insert 299-318 / 264-283, find 338-354 / 284-302;
-  the adapter 327-334 / 256-313, 350-382 / 283-326, the same with SCRAM; ours 91-98 /
-  67-83, 89-92 / 75-89, with SCRAM 95-103 / 69-85, 86-98 / 77-82 (a login is once per
-  connection). ``--store mongodb`` runs only these.
-
-Each runs from 1 caller and from concurrent callers, under uvloop. The CPU seconds of this
-process (user + system) over the run are divided by the commands; the stores' CPU is not
-counted. Results go to ``results/bench-store-clients-<time>.json``. Not a test: the numbers
-depend on the machine (the load average is printed).
+Starts a redis-server, a memcached and a MongoDB server (``mongod``, else FerretDB) on
+free ports and sends each the commands the services send it, from the services' client
+and from the library it replaced, configured as the services configured it: Redis
+``ZREVRANGE`` (redis-py; ``--store redis-cluster``: 3 masters, reads and a 500-key
+fan-out), memcached ``get`` of 10 keys (aiomcache; and the pool of 3 servers), MongoDB
+``insert`` and ``find`` of a post (PyMongo, and our PyMongo adapter; plain and with
+SCRAM). From 1 caller and concurrent ones, under uvloop, this process's CPU per command
+(not the stores'). Results go to ``results/bench-store-clients-<time>.json``; what was
+measured is in docs/stores.md and docs/performance.md.
 """
 
 from __future__ import annotations
@@ -46,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import json
 import os
 import tempfile
 import time
@@ -58,6 +30,7 @@ from typing import Any
 
 import uvloop
 
+from socialbench.bench.results import write_results
 from socialbench.runtime.memcached_client import MemcachedClient
 from socialbench.runtime.memcached_pool import MemcachedPool
 from socialbench.runtime.mongodb_client import Collection, MongoClient
@@ -352,10 +325,7 @@ def run(config: StoreClientsBench) -> Path:
         finally:
             for process in processes:
                 process.stop()
-    config.results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = config.results_dir / f"bench-store-clients-{stamp}.json"
-    path.write_text(json.dumps({
+    path = write_results(config.results_dir, "store-clients", {
         "commands": {"redis": f"ZREVRANGE of 10 of {TIMELINE_MEMBERS} members",
                      "redis-cluster": f"the same ZREVRANGE on {CLUSTER_MASTERS} masters (and "
                                       f"one server); fan-out: ZADD on {FAN_OUT_KEYS} keys, "
@@ -367,6 +337,6 @@ def run(config: StoreClientsBench) -> Path:
                                 "SCRAM-SHA-256"},
         "pool_size": POOL_SIZE, "load_average_after": os.getloadavg(),
         "rows": [asdict(row) for row in rows],
-    }, indent=1))
+    })
     print(f"written {path}")
     return path

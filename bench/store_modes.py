@@ -2,24 +2,15 @@
 
     socialbench bench store-modes [--repeats 2] [--mode shared --mode per-service ...]
 
-For each mode (below) a stack of its own is started on free ports with empty stores,
-seeded (the synthetic graph, 3 posts per user), then ramped with the mixed workload
-(``socialbench ramp --quick --refine``: 10 s steps from ``--start-rate`` by ``--step``,
-the knee bisected and confirmed) to the highest rate at p99 <= 2 s, and stopped. The
-modes run back to back, in turn, their order reversed every other round (this machine's
-speed drifts by a third within an hour: only modes measured side by side compare). Each
-row: the max rate, and the CPU of every stack process per request (psutil, the ramp's
-``cpu_ms_per_request``) at the first step's rate, which every mode holds; both as a
-ratio to ``shared`` in the same round. The bundles go to
-``results/store-modes-<time>/<round>-<mode>/``, the table to
-``results/bench-store-modes-<time>.json``. Not a test: the numbers depend on the machine.
-
-Modes (``socialbench up`` options):
-
-- ``shared``: one MongoDB, one Redis, one memcached (the one-box default);
-- ``per-service``: the original's layout, 11 instances (``--stores per-service``);
-- ``redis-cluster``: Redis as a cluster of 3 masters and 3 replicas (``--redis-mode cluster``);
-- ``memcached-pool``: 3 memcached, the keys hashed over them (``--memcached-instances 3``).
+Each mode (``shared``; ``per-service``: ``--stores per-service``; ``redis-cluster``: 3
+masters and 3 replicas; ``memcached-pool``: ``--memcached-instances 3``) gets a stack of
+its own (free ports, empty stores, the synthetic graph with 3 posts per user), ramped
+with the mixed workload (``ramp --quick --refine``) to the highest rate at p99 <= 2 s.
+The modes run back to back, their order reversed every other round (a host's speed
+drifts: only modes measured side by side compare). Each row: the max rate and the
+stack's CPU per request at the first step's rate, both as ratios to ``shared`` in the
+same round. Bundles go to ``results/store-modes-<time>/``, the table to
+``results/bench-store-modes-<time>.json``; what was measured: docs/stores.md.
 """
 
 from __future__ import annotations
@@ -29,13 +20,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from socialbench.bench.results import write_results
 from socialbench.stack import launcher
 from socialbench.stack.servers import free_port_block, free_ports
+from socialbench.workloads.results.files import utc_stamp
 
 MODES: dict[str, tuple[str, ...]] = {
     "shared": (),
@@ -143,7 +135,7 @@ def run(bench: StoreModesBench) -> list[ModeRun]:
     unknown = sorted(set(bench.modes) - set(MODES))
     if unknown:
         raise ValueError(f"no store mode named {', '.join(unknown)}; modes: {', '.join(MODES)}")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp = utc_stamp()
     root = (bench.results_dir / f"store-modes-{stamp}").resolve()
     runs: list[ModeRun] = []
     for round_ in range(1, bench.repeats + 1):
@@ -160,9 +152,8 @@ def run(bench: StoreModesBench) -> list[ModeRun]:
               f"{row.ratios.get('max_rate', float('nan')):>9.2f} {cpu:>11} "
               f"{row.ratios.get('cpu_per_request', float('nan')):>9.2f}  "
               f"{row.check_passed}{'  ' + row.error if row.error else ''}")
-    out = bench.results_dir / f"bench-store-modes-{stamp}.json"
-    out.write_text(json.dumps({"bench": {**asdict(bench), "results_dir": str(bench.results_dir)},
-                               "load_average": os.getloadavg(),
-                               "runs": [asdict(r) for r in runs]}, indent=2))
+    out = write_results(bench.results_dir, "store-modes", {
+        "bench": asdict(bench), "load_average": os.getloadavg(),
+        "runs": [asdict(r) for r in runs]}, stamp)
     print(f"written: {out}")
     return runs

@@ -1,21 +1,15 @@
 """home-timeline: the posts of the people each user follows, and of posts mentioning them.
 
 Redis only (as the original): the ZSET ``<user_id>:home-timeline`` (member post id,
-score timestamp ms). The original's key was ``<user_id>``, in a Redis of its own; the
-suffix lets one Redis hold home timelines beside user-timeline's ``<user_id>`` ZSETs.
-A new post fans out to every follower of its author and every mentioned user, the
-author excluded, with the Redis client's ``each_key``: on one server (or a primary with
-replicas) one Lua script per ``EACH_KEY_BATCH`` (500) recipients (one ZADD per recipient
-inside Redis, one reply), the batches one after the other; on a Redis Cluster one
-pipeline per master of the recipients' slots (runtime/redis_cluster.py). Redis runs
-a script to its end before any other client's command: one script for a celebrity's
-10,000 followers held every other request's Redis command for its whole run. bench
-hot-users (10,000 followers, 2 posts/s, home reads at 100/s meanwhile; runs alternated on
-a busy 2-core host): the reads' p99 while such posts were composed was 266 and 2,091 ms
-with one script, 53 and 72 ms in batches of 2,000, 27 and 24 ms in batches of 500
-(12-47 ms while a plain author posted); the celebrity's compose p50 135-285 ms with one
-script, 157-170 ms in batches of 500. Undoing a failed compose
-removes it from the same recipients (the followers as they are then) the same way.
+score timestamp ms; the suffix lets one Redis hold it beside user-timeline's
+``<user_id>``). A new post fans out to every follower of its author and every mentioned
+user, the author excluded, with the Redis client's ``each_key``: on one server (or a
+primary with replicas) one Lua script per ``EACH_KEY_BATCH`` (500) recipients, the
+batches one after the other; on a Redis Cluster one pipeline per master
+(runtime/redis_cluster.py). Batches, because Redis runs a script to its end before any
+other command: one script for a celebrity's 10,000 followers held every other request
+(docs/performance.md, "A celebrity's post"). Undoing a failed compose removes it from the
+same recipients (the followers as they are then) the same way.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """social-graph: who follows whom.
 
-MongoDB ``social-graph.social-graph`` holds one document per follow edge
-``{_id: "<follower_id>:<followee_id>", follower_id, followee_id, timestamp}``: follow
-is a plain insert (a duplicate key is an edge that exists) and unfollow a delete by
-``_id``, the one filter FerretDB v1 (SQLite) evaluates without decoding every document
-(it plans no other index). An unfollow first records the follow it ends in
-``social-graph.ended-follows`` as ``{follower_id, followee_id, followed_at,
-unfollowed_at}`` (ms): a home timeline keeps the posts fanned out while the follow
-lasted, and the check (``socialbench check``) needs the interval to know them. No
-request reads that history. Redis caches each
-user's lists as ZSETs ``<uid>:followers`` and ``<uid>:followees`` scored by follow time
-(ms). A set loaded from MongoDB carries a marker member (score -inf) that says it is
-the whole list; a set without it (one a follow created after Redis lost the key) is
-read again from MongoDB, so a partial set is never served as the whole list, and a
-user with no followers is not looked up in MongoDB on every read. The flag
-``social-graph:whole`` (set at start-up on an empty collection, see
-:func:`flag_fresh_cache`) says Redis holds every list, so a graph built on fresh
-stores is never read from MongoDB.
+MongoDB ``social-graph.social-graph`` holds one document per follow edge, ``_id``
+``"<follower_id>:<followee_id>"`` with the ids and the time: follow is an insert (a
+duplicate is an edge that exists), unfollow a delete by ``_id`` (the one filter FerretDB
+v1 evaluates without decoding every document). An unfollow first records the interval it
+ends in ``social-graph.ended-follows``, which only the stores check reads. Redis caches
+each user's lists as ZSETs ``<uid>:followers`` and ``<uid>:followees`` scored by follow
+time; a set loaded from MongoDB carries a marker member (score -inf) saying it is whole,
+so a partial set is never served as whole and an empty one is not read again. The flag
+``social-graph:whole`` (:func:`flag_fresh_cache`, on fresh stores) says Redis holds
+every list.
 """
 
 from __future__ import annotations

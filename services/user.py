@@ -2,19 +2,13 @@
 
 MongoDB ``user.user`` holds ``{user_id, first_name, last_name, username, salt, password}``,
 unique on ``user_id`` and (unlike the original) on ``username``. memcached caches
-``<username>:user_id`` (shared with user-mention) and ``<username>:login`` (id, salt and
-password hash); a memcached that fails is a miss (:mod:`socialbench.runtime.cache_aside`).
-Passwords are stored as sha256(password + salt), as the original does: a fast hash,
-which is what a benchmark wants.
-
-Ids the server makes (``/api/user/register``) are random in ``[2**62, 2**63)``, so they
-never meet the ids ``0..N-1`` the wrk2 scripts and the graph seeder register; the unique
-index catches the (rare) clash and a new id is drawn.
-
-Registration stores the user, then inserts it into the social graph. If that second
-step fails, the call answers the error but the user stays registered: the social graph
-treats a user without edges as an empty one, so nothing is lost, and registering the
-same name again answers 409.
+``<username>:user_id`` (shared with user-mention) and ``<username>:login``; a failing
+memcached is a miss (:mod:`socialbench.runtime.cache_aside`). Passwords are
+sha256(password + salt), as the original's: a fast hash, what a benchmark wants. Ids the
+server makes are random in ``[2**62, 2**63)``, away from the seeded ``0..N-1`` (the
+unique index catches a clash and a new id is drawn). Registration stores the user, then
+adds it to the social graph; if that fails the error is answered but the user stays
+(a user without edges is an empty one; registering again answers 409).
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """user-timeline: each user's own posts, newest first.
 
-MongoDB ``user-timeline.user-timeline`` holds one document per entry
-``{user_id, post_id, timestamp}`` (indexed by user and time); Redis caches each
-timeline as the ZSET ``<user_id>`` (member post id, score timestamp ms). When Redis
-holds fewer entries than a read needs, the newest entries are read from MongoDB and
-put back in Redis; concurrent misses of one user share that read.
-
-Most reads of the original's workload go past the end of short timelines, so Redis
-also records when it holds a whole timeline: a timeline loaded whole from MongoDB
-carries a marker member (score -inf), and the flag ``user-timeline:whole`` (set at
-start-up on an empty collection, see :func:`flag_fresh_cache`) says Redis has every
-timeline. Either way such reads stay in Redis.
-
-An entry is removed only to undo a failed compose (see compose-post); a timeline
-without it is still whole, so the markers stay.
+MongoDB ``user-timeline.user-timeline`` holds one document per entry ``{user_id,
+post_id, timestamp}`` (indexed by user and time); Redis caches each timeline as the ZSET
+``<user_id>`` (member post id, score timestamp ms). When Redis holds fewer entries than a
+read needs, the newest are read from MongoDB and put back (concurrent misses of one user
+share that read). Most reads go past the end of short timelines, so a timeline loaded
+whole carries a marker member (score -inf), and the flag ``user-timeline:whole``
+(:func:`flag_fresh_cache`, on fresh stores) says Redis has every timeline: such reads
+stay in Redis. An entry is removed only to undo a failed compose; the markers stay.
 """
 
 from __future__ import annotations

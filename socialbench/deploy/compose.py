@@ -3,20 +3,13 @@
 ``docker-compose.yml`` runs the shared store layout (one MongoDB, Redis and memcached);
 ``docker-compose.per-service.yml`` the original's, an instance of each store per service
 that uses it (registry.store_instance); both share ``services.env`` (the neighbours'
-URLs) and give each service its stores' addresses in its own environment.
-
-Every service runs from the one socialbench image under its registry name and port,
-after its stores and the neighbours it calls are healthy (the local launcher's order);
-nginx starts after every service, the seed job after nginx. The driver (profile
-``load``) and Jaeger (profile ``tracing``) start only when asked for.
-
-Containers find each other through ``/etc/hosts``, not the engine's DNS: each
-long-running one has a fixed address in the project's /24 (``SOCIALBENCH_SUBNET_PREFIX``,
-default 10.213.0) and every container lists them all (``extra_hosts``). Podman's
-aardvark-dns (1.4, Debian 12) drops or refuses lookups while it reloads, which it does
-whenever a container of any network starts or stops: measured, lookups of the stack's
-names failed ("Name or service not known") or took 5 s while other containers came and
-went, longer than the 2 s a service gives a new connection.
+URLs) and give each service its stores' addresses in its own environment. Every service
+runs from the one socialbench image under its registry name and port, after its stores
+and the neighbours it calls are healthy; nginx after every service, the seed job after
+nginx; the driver (profile ``load``) and Jaeger (``tracing``) only when asked for.
+Containers find each other through ``/etc/hosts`` (fixed addresses in the project's /24,
+``SOCIALBENCH_SUBNET_PREFIX``, listed in ``extra_hosts``), not the engine's DNS, whose
+lookups failed while containers came and went (docs/deploy.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """The load Job on Kubernetes: N drivers started together, their results merged into one.
 
     socialbench loadjob collect --drivers N --out DIR [--port 8000] ...
-    socialbench loadjob drive --collector URL --drivers N --rate R \\
+    socialbench loadjob drive --collector URL --drivers N --rate R \
         [--index I] [--seed S] -- URL [more `socialbench load` options]
     socialbench loadjob fetch --collector URL [--results results]
 
-Each driver pod (one index of an Indexed Job) tells the collector it is ready and waits;
-once all N are, the collector releases them together, each runs ``socialbench load`` at
-R/N and sends its ``--json`` result back. The collector merges them (histograms exactly)
-into a result bundle and serves it for a while; ``fetch`` copies it into
-``results/<UTC time of the start>-<run>/``:
-
-    GET  /healthz          ok
-    POST /ready/<i>        long poll: {"start": true} once every driver is ready
-    PUT  /parts/<i>        driver i's result (the ``--json`` file)
-    POST /failed/<i>       driver i could not run; the body says why
-    GET  /status           the manifest: who is ready, who reported, what is missing
-    GET  /result           the merged result, once every driver has reported
-    GET  /bundle.tar.gz    result.json, summary.txt, manifest.json and parts/
+Each driver pod (an index of an Indexed Job) tells the collector it is ready and waits
+(``POST /ready/<i>``, a long poll); once all N are, the collector releases them together,
+each runs ``socialbench load`` at R/N and sends its ``--json`` result back (``PUT
+/parts/<i>``, or ``POST /failed/<i>`` with why). The collector merges them (histograms
+exactly) and serves the result (``/status``, ``/result``, ``/bundle.tar.gz``) for a
+while; ``fetch`` copies it into ``results/<UTC time of the start>-<run>/``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """The app factory every service is made with.
 
-A service module provides a router and a logic class; :func:`create_service_app`
-gives it settings, store clients and RPC pools (created at start-up, one set per
-worker process), ``/healthz`` (checks the service's stores), ``/stats`` (requests
-and errors counted), tracing when an endpoint is set, and one mapping of errors to HTTP answers.
-
-At start-up each store is tried once (:mod:`~socialbench.runtime.store_check`): refused
-credentials stop the start with a message naming the store; a store not up yet does not,
-and the logic's setup (indexes) is tried again until it is, ``/healthz`` answering 503
-``starting`` meanwhile.
-
-Every exception becomes an answer: the runtime's errors their status, a request that
-fails validation 400 (413 when only caps were exceeded), an unknown route or method
-404/405, and anything else 500 :class:`InternalError`, answered by
-:class:`AnswerEveryError` rather than left to Starlette, which re-raises it to the server,
-which then closes the keep-alive connection under nginx (its next request got 502).
-
-Internal routes (the ones other services call) are answered by the lighter dispatch of
-:mod:`socialbench.runtime.dispatch`: the same endpoints and models without FastAPI's
-per-request machinery. It is the innermost of the runtime's own layers (tracing, faults),
-which :class:`ServiceApp` runs before FastAPI's middleware; the operational routes, and
-whatever the dispatch hands on, go through FastAPI.
+A service module provides a router and a logic class; :func:`create_service_app` gives
+it settings, store clients and RPC pools (one set per worker process, made at start-up),
+``/healthz`` (its stores), ``/stats`` (requests and errors), tracing when an endpoint is
+set, and one mapping of errors to HTTP answers. At start-up each store is tried once
+(:mod:`~socialbench.runtime.store_check`): refused credentials stop the start; a store
+not up yet does not, and ``/healthz`` answers 503 ``starting`` until the logic's setup
+succeeds. Every exception becomes an answer (:class:`AnswerEveryError`: anything
+unexpected a 500 :class:`InternalError`, never re-raised to the server, which would
+close nginx's keep-alive connection). :class:`ServiceApp` runs the runtime's own layers
+(tracing, faults, the light dispatch of :mod:`socialbench.runtime.dispatch`) before
+FastAPI's middleware; what the dispatch hands on goes through FastAPI.
 """
 
 from __future__ import annotations

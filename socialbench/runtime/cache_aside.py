@@ -1,23 +1,15 @@
 """memcached as the services use it: a copy of what MongoDB holds, never its only home.
 
-A cache that refuses a value (``SERVER_ERROR``: over its item size, out of memory) or
-cannot be reached (down, restarting, too slow) costs only the cache: a read is a miss,
-so the caller reads MongoDB; a fill is skipped; the write the caller made to MongoDB
-stands and is answered. Each such failure is counted in ``/stats`` (:data:`CACHE_REFUSED`:
-memcached answered an error; :data:`CACHE_UNAVAILABLE`: it did not answer) and logged
-at most once per :data:`LOG_INTERVAL_S` per process, with the number since the last
-message, so a dead memcached under load cannot flood the log. Of a pool of servers
-(:mod:`~socialbench.runtime.memcached_pool`), one that fails costs only its own keys:
-the others' still hit, in a get of many keys too.
-
-No stale value: what the services cache never changes once stored (a post's JSON under
-its id, a username's id and login record), so a failed fill leaves no value or the same
-one. The one change is a post deleted to undo a failed compose. :meth:`Cache.delete`
-puts a tombstone (an empty value, :data:`TOMBSTONE_TTL_S`) in its place, and every fill
-is an ``add``, which a tombstone refuses: a fill that read MongoDB before the delete and
-reaches memcached after it cannot bring the post back. A tombstone reads as a miss.
-A delete that memcached does not confirm raises :class:`StoreError`: the deletion is not
-acknowledged while memcached may still hold the value.
+A cache that refuses a value (``SERVER_ERROR``) or cannot be reached costs only the
+cache: a read is a miss (the caller reads MongoDB), a fill is skipped, the caller's
+MongoDB write stands and is answered. Each failure is counted in ``/stats``
+(:data:`CACHE_REFUSED`, :data:`CACHE_UNAVAILABLE`) and logged at most once per
+:data:`LOG_INTERVAL_S`; of a pool of servers, one that fails costs only its own keys.
+No stale value: what the services cache never changes once stored, but for a post
+deleted to undo a failed compose. :meth:`Cache.delete` leaves a tombstone (an empty
+value for :data:`TOMBSTONE_TTL_S`, read as a miss) and every fill is an ``add``, which a
+tombstone refuses, so a late fill cannot bring the post back; a delete memcached does
+not confirm raises :class:`StoreError`.
 """
 
 from __future__ import annotations

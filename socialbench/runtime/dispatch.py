@@ -1,28 +1,17 @@
 """The lighter dispatch: service-to-service calls, and the original's front-end routes,
 without FastAPI's machinery.
 
-Every route of a service is a FastAPI route (its OpenAPI is complete, its tests run it
-through FastAPI). An *internal* route is one other services call: a ``POST`` that is not
-one of the registry's front-end routes and whose endpoint takes only a pydantic body
-and the service's logic (``Annotated[..., Depends(service_logic)]``). For those,
-:class:`InternalRoutes`, the innermost of the runtime's own layers (inside tracing and the
-faults, so those see every request) and outside FastAPI's, skips FastAPI's middleware,
-route matching, request wrapping, ``solve_dependencies`` and response serialization (a
-third to a half of a service's CPU per call, measured): it finds the
-route by its exact path, reads the body, validates it with the same model
-(``model_validate_json``), awaits the same endpoint and sends its answer.
-
-*Front-end* routes (the registry's, behind nginx) whose endpoint takes only the request
-and the service's logic, and answers a ``Response`` (the original's ``wrk2-api`` routes:
-they read their query string or form body themselves) are called the same way, with a
-Starlette ``Request``, for their methods and any content type but JSON; a route with
-another dependency (a login) stays FastAPI's.
-
-The answers are FastAPI's own wherever they could differ: a body the model refuses, or
-one that could hold a lone surrogate (which FastAPI's JSON decoding lets through and the
-runtime's ``strict_json_body`` refuses), or a non-JSON content type, is handed, with its
-bytes, to the FastAPI app, which answers it as it answers every other route. Errors the
-endpoint raises are answered by the runtime's one mapping (``error_answer``).
+Every route of a service is a FastAPI route (its OpenAPI complete, its tests run through
+FastAPI). :class:`InternalRoutes`, the innermost of the runtime's own layers (inside
+tracing and the faults), answers an *internal* route (a ``POST`` other services call,
+whose endpoint takes only a pydantic body and ``service_logic``) without FastAPI's
+middleware, matching, ``solve_dependencies`` and serialization (docs/performance.md, "The
+light dispatch"): the route found by its exact path, the body validated by the same
+model, the same endpoint awaited. The registry's front-end routes whose endpoint takes
+only the request and the logic are called the same way with a Starlette ``Request``.
+Wherever the answers could differ (a body the model refuses or that could hold a lone
+surrogate, a non-JSON content type) the request goes on to FastAPI, which answers it as
+any route; errors are answered by the runtime's one mapping (``error_answer``).
 """
 
 from __future__ import annotations

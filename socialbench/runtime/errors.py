@@ -1,19 +1,13 @@
 """The one error hierarchy of the runtime, and its HTTP status codes.
 
     SocialbenchError
-     ├── ClientError                 4xx: the caller's fault; nothing was changed
-     │    ├── InvalidArgument        400
-     │    ├── Unauthorized           401
-     │    ├── NotFound               404
-     │    ├── Conflict               409  (e.g. a username that exists)
-     │    ├── PayloadTooLarge        413  (an upload, a text or a list over its cap)
-     │    └── ClientClosedRequest    499  (the caller hung up before its request was read)
-     ├── InternalError               500: a fault no handler expected (a bug)
-     ├── StoreError                  503: memcached, Redis or MongoDB failed
-     └── RPCError                    a neighbour service failed
-          ├── NeighbourUnavailable   503: could not connect
-          ├── NeighbourTimeout       504: no answer in time
-          └── NeighbourError         the neighbour's own error status, passed on
+     ├── ClientError         4xx, nothing changed: InvalidArgument 400, Unauthorized 401,
+     │                       NotFound 404, Conflict 409, PayloadTooLarge 413 (over a cap),
+     │                       ClientClosedRequest 499 (the caller hung up first)
+     ├── InternalError       500: a fault no handler expected (a bug)
+     ├── StoreError          503: memcached, Redis or MongoDB failed
+     └── RPCError            a neighbour failed: NeighbourUnavailable 503 (no connection),
+                             NeighbourTimeout 504, NeighbourError (its status, passed on)
 
 Every error carries a ``kind`` (its class name) used in JSON error bodies and in the
 per-process error counters.

@@ -1,35 +1,16 @@
 """The services' HTTP/1.1 server: an ASGI app (a service's FastAPI app) over asyncio and httptools.
 
-Why not uvicorn, which served them before: ``socialbench bench hop`` measures a server's
-CPU per call. A bare ASGI app at 80 and 300 calls/s on the 2-core VM cost 0.56 and
-0.41 ms under uvicorn (uvloop, httptools), 0.48 and 0.34 ms under this server; an
-httptools protocol with no ASGI at all, 0.20 and 0.12 ms. uvicorn makes, per request, a
-task, an ``asyncio.Event`` and a keep-alive timer, and checks every header with regular
-expressions; this server makes one task, and keeps one idle timer per server. A
-compose-post makes eleven service calls, a timeline read two. What it does:
-
-- HTTP/1.1 and 1.0, keep-alive, pipelined requests answered in order, bodies sent with
-  ``Content-Length`` or chunked, ``Expect: 100-continue``, ``HEAD``;
-- the app is called once the request's body is whole (bodies are capped:
-  :attr:`ServerConfig.max_body_bytes`, a 413 beyond), so ``receive`` never waits for a
-  body; after the body it waits for the client to go (``http.disconnect``);
-- an answer of one body is one write (headers with it), with ``Content-Length`` when the
-  app gave none; an answer in many bodies is chunked (or, to HTTP/1.0, ends with the
-  connection);
-- ASGI 3 ``http`` and ``lifespan`` (a service's stores and neighbours are opened in its
-  lifespan); no WebSocket: an upgrade is answered 400;
-- one idle timer per server, not per request, closes connections idle for
-  :attr:`ServerConfig.keep_alive_s`;
-- SIGTERM or SIGINT stops accepting, closes idle connections, lets requests in flight
-  finish (up to :attr:`ServerConfig.shutdown_timeout_s`), then runs the lifespan's
-  shutdown;
-- :func:`serve` with ``workers > 1`` forks that many processes on one listening socket
-  and starts again one that dies (one a second at most);
-- what start-up made is frozen out of the cyclic collector's sight (``gc.freeze``).
-
-Errors: a request the parser refuses is answered 400 and its connection closed; an app
-that raises before answering gets a 500 (the services' own middleware answers their
-errors first), after answering its connection is closed.
+Ours because uvicorn spent more CPU a call (``bench hop``: docs/performance.md). One task
+per request, no per-request event, timer or header regexes. :func:`serve` runs an app,
+forking ``workers`` processes on one socket and restarting one that dies. It speaks
+HTTP/1.1 and 1.0 with keep-alive, in-order pipelining, ``Content-Length`` or chunked
+bodies, ``Expect: 100-continue`` and ``HEAD``; calls the app once the body is whole
+(capped: ``max_body_bytes``, 413 beyond); writes a one-body answer in one write; runs
+ASGI 3 ``http`` and ``lifespan`` (no WebSocket: 400); closes idle connections with one
+timer per server; freezes start-up's objects (``gc.freeze``); and on SIGTERM or SIGINT
+lets requests in flight finish (``shutdown_timeout_s``) before the lifespan's shutdown.
+A request the parser refuses gets 400 and a closed connection; an app that raises before
+answering, 500.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The services' memcached client: the text protocol over pipelining connections.
 
-Why our own: post-storage reads a page of posts with one ``get`` of many keys on every
-timeline read, and aiomcache's cost was measured (``socialbench bench store-clients``:
-a ``get`` of 10 keys of 270 bytes, under uvloop, CPU of the client process): aiomcache
-0.8 spent 141 µs per ``get`` from 1 caller and 84 from 8 (168-175 with the bounds the
-services had put around it), this client 78 and 44. aiomcache's ``multi_get`` was 28%
-of post-storage's CPU on timeline reads (py-spy). aiomcache also has no timeouts of its
-own, and two of its faults made a killed memcached unrecoverable (docs/robustness.md);
-here every wait is bounded as :mod:`~socialbench.runtime.pipelining` says.
-
-The commands are those the services use: ``get`` of one key or many, ``set``, ``add``
-and ``delete``, and ``version`` for health. Each is safe to send twice (a command lost with
-its connection is). Values are stored with flags 0, as aiomcache stores bytes.
+Ours because post-storage reads a page of posts with one ``get`` of many keys on every
+timeline read, and aiomcache spent nearly twice this client's CPU on it
+(docs/performance.md, ``bench store-clients``); it also had no timeouts of its own, and
+two of its faults made a killed memcached unrecoverable (docs/robustness.md). Here every
+wait is bounded as :mod:`~socialbench.runtime.pipelining` says. The commands are those
+the services use: ``get`` of one key or many, ``set``, ``add``, ``delete``, and
+``version`` for health, each safe to send twice (a command lost with its connection is).
+Values are stored with flags 0, as aiomcache stores bytes.
 """
 
 from __future__ import annotations

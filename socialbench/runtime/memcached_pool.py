@@ -1,46 +1,17 @@
 """A pool of memcached servers, each key on one of them by consistent hashing.
 
-``SOCIALBENCH_MEMCACHED_ADDRESS=host:port,host:port,...`` gives the servers;
+``SOCIALBENCH_MEMCACHED_ADDRESS=host:port,...`` gives the servers;
 :meth:`~socialbench.runtime.stores.Stores.connect` makes a :class:`MemcachedPool` of one
-:class:`~socialbench.runtime.memcached_client.MemcachedClient` per server (each up to
-``memcached_pool_size`` connections). With one server it makes the plain client, as
-before pools: one server pays nothing for them, not even a call.
+client per server (one server: the plain client, nothing added). A key goes to its owner
+on a :class:`~socialbench.runtime.hash_ring.HashRing`; a get of many keys is split by
+server, sent at once, and merged in the order asked.
 
-A key goes to its owner on a :class:`~socialbench.runtime.hash_ring.HashRing` (libketama's
-points). A get of many keys is split by server, the parts sent at once, and the values
-merged back in the order asked.
-
-A server that fails costs its keys and nothing else. The
-:class:`~socialbench.runtime.cache_aside.Cache`
-wrapper makes its errors misses; here:
-
-- Its first command that fails for want of the server (refused, lost, no reply in
-  time) marks it down. Until it is tried again, its commands fail at once with
-  :class:`ServerDown`: no connection is tried, so no connect timeout is waited for, and
-  a get of many keys answers those on the live servers at once (:class:`SomeServersFailed`
-  carries them). The commands already sent to it fail as their connection does: its
-  client tries one new connection (a server's part of a get of many keys, none), not
-  the reconnect loop of a lone server (``reconnect_for_s``). So the only waits are those
-  of the commands sent before the first failure: at most a connect or call timeout,
-  once per outage.
-- After a back-off (1 s, doubling to 30 s while it stays down) its next command starts
-  a probe (``version``) in the background, and still fails at once; the probe's answer
-  puts the server back in use.
-- Its keys stay on it: nothing is rehashed to the live servers. A key moved while its
-  server is away would have two homes once it is back: a post deleted (tombstoned, see
-  ``cache``) on the stand-in would still be served by the returning server, which may
-  hold it from before.
-
-Cost: CPU of the client process per command, under uvloop, 1 caller, against memcached
-``-t 1`` on this 2-core machine (2026-12-03, shared and loaded: min and median of 7
-interleaved rounds of 1,500 commands; ``socialbench bench store-clients`` has the same
-rows). A ``get`` of 10 keys of 270 bytes: one server's client 28-33 µs; the pool of 3
-(the keys 6/3/1 over the servers) 87-97 µs, as each server's part is a command and a
-reply of its own (asking them one after another, or as gathered tasks, cost 100-110 µs).
-A ``get`` of one key: 17-19 µs, through the pool 19-23 (the ring: an MD5 and a bisect,
-about 1 µs a key). With one server there is no pool: nothing is added. So on one machine
-a pool spends the services' CPU (post-storage's page of posts comes from up to 3
-servers); it adds memory and cores to the cache only where there are cores to spare.
+A server that fails costs its keys only (the :class:`~socialbench.runtime.cache_aside.Cache`
+makes its errors misses): its first failed command marks it down, and its commands then
+fail at once (:class:`ServerDown`; a get of many keys answers the live servers' part,
+:class:`SomeServersFailed`) until a background ``version`` probe, after a back-off of 1 s
+doubling to 30 s, finds it again. Its keys are never rehashed to the others (a key with
+two homes could serve a deleted post). What a pool costs: docs/stores.md.
 """
 
 from __future__ import annotations

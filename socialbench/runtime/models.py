@@ -1,26 +1,15 @@
 """The models and checks shared by the services that build, store and serve posts.
 
-Every 64-bit id and the timestamp are strings in a post's JSON, as the original's front
-end sends them (JavaScript cannot hold a 64-bit integer exactly). Timestamps are
-milliseconds since the Unix epoch.
-
-Bad input is refused where it enters, before anything is stored:
-
-- an id (user, post) is an integer in ``[0, 2**63 - 1]``: MongoDB's int64 without the
-  negative half (seeded user ids are ``0..N-1``; post and media ids are 63-bit). Internal
-  JSON carries it as a JSON integer (:data:`Id`: strict, so no ``"12"``, ``12.0`` or
-  ``true``), a post as a decimal string (:data:`IdText`), a front-end form as ASCII
-  digits (:func:`socialbench.runtime.web.parse_int`); anything else is a 400;
-- a post's text is at most :data:`MAX_TEXT_BYTES` of UTF-8, and its lists (media,
-  mentions, urls, and the post ids of one read) at most :data:`MAX_ITEMS` long, well
-  under memcached's 1 MiB item and MongoDB's 16 MiB document; more is a 413
-  (:class:`PayloadTooLarge`), from a JSON model or a form alike;
-- so is every other string a client sends that is stored (the original bounds none):
-  a username (:data:`MAX_USERNAME_BYTES`), a first or last name
-  (:data:`MAX_PERSON_NAME_BYTES`), a password (:data:`MAX_PASSWORD_BYTES`), a media id
-  or type (:data:`MAX_NAME_CHARS`). A post composed within these caps is under
-  memcached's 1 MiB item; should memcached refuse one all the same (a smaller ``-I``,
-  no memory left), the post is still stored (:mod:`~socialbench.runtime.cache_aside`).
+Every 64-bit id and the timestamp (ms since the epoch) are strings in a post's JSON, as
+the original's front end sends them. Bad input is refused where it enters, before
+anything is stored: an id is an integer in ``[0, 2**63 - 1]`` (:data:`Id` in internal
+JSON, strict; :data:`IdText` in a post; ASCII digits in a form), else 400; a post's text
+is at most :data:`MAX_TEXT_BYTES` and its lists :data:`MAX_ITEMS` long, and every other
+stored string a client sends has a cap (:data:`MAX_USERNAME_BYTES`,
+:data:`MAX_PERSON_NAME_BYTES`, :data:`MAX_PASSWORD_BYTES`, :data:`MAX_NAME_CHARS`), else
+413 (:class:`PayloadTooLarge`). A post within the caps is under memcached's 1 MiB item
+and MongoDB's 16 MiB document; should memcached refuse one all the same, the post is
+still stored (:mod:`~socialbench.runtime.cache_aside`).
 """
 
 from __future__ import annotations

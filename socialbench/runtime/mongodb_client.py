@@ -1,47 +1,18 @@
 """The services' MongoDB client: OP_MSG commands over pipelining connections.
 
-Why our own: three MongoDB writes are on every compose's path (url-shorten, post-storage,
-user-timeline), and PyMongo's cost was measured (``socialbench bench store-clients``: an
-``insert`` of a post under a unique index, and a ``find`` of one post by it, on FerretDB,
-under uvloop, CPU of the client process, 1 caller and 8; load average 0.9). PyMongo
-4.20's ``AsyncMongoClient`` spent 811 and 591 µs per insert, 1,063 and 556 per find
-(sessions, server selection, a pool checkout, command monitoring: about 340 Python calls
-a command); this client 239 and 161, 178 and 150.
-
-What it has are the commands the services use, in PyMongo's shape, so that a service
-reads as it did: ``client[db][collection]`` with :meth:`~Collection.insert_one`,
-:meth:`~Collection.insert_many` (unordered), :meth:`~Collection.find_one`,
-:meth:`~Collection.find` (``.sort()``, ``.limit()``, then ``.to_list()`` or
-``async for``), :meth:`~Collection.update_one`, :meth:`~Collection.delete_one`,
-:meth:`~Collection.delete_many`, :meth:`~Collection.count_documents` and
-:meth:`~Collection.create_index`; :meth:`MongoClient.ping` for health. Documents are
-BSON, encoded and decoded by PyMongo's ``bson`` (C).
-
-A MongoDB server (``mongod``, FerretDB) reads a connection's next message once it has
-answered the last, so replies come in order and a connection pipelines; connections,
-bounds and the one retry of a command lost with its connection are
-:mod:`~socialbench.runtime.pipelining`'s. Sending twice is safe for what the services
-send: reads, deletes, ``$set`` updates, and inserts, whose ``_id`` is chosen here before
-the first try: a duplicate of a document's own fresh ``_id`` is that first try, landed
-(checked by reading it back), not the caller's duplicate.
-
-URLs are ``mongodb://[user:password@]host[:port][/database][?authSource=...&
-authMechanism=SCRAM-SHA-256|SCRAM-SHA-1]``: one server. With credentials, each new
-connection logs in first (SCRAM, RFC 5802/7677, as MongoDB does it: SHA-1's password is
-the hex MD5 of ``user:mongo:password``, SHA-256's is SASLprepped), in ``authSource``
-(default: the URL's database, else ``admin``), SCRAM-SHA-256 unless told. The salted
-password is derived once per salt and iteration count and kept, as drivers do (PBKDF2 of
-15,000 iterations costs milliseconds). Per command, credentials cost nothing: they are
-one conversation per connection. A refusal is :class:`MongoCommandError` (code 18,
-``AuthenticationFailed``) from the command that opened the connection. TLS, replica sets,
-``mongodb+srv`` and mongos lists are PyMongo's (:mod:`~socialbench.runtime.mongodb_pymongo`
-chooses per URL).
-
-Errors, below pipelining's::
-
-    StoreReplyError
-    └── MongoCommandError     the server refused a command: its code and message
-        └── DuplicateKeyError a write hit a unique index (``indexes``: which documents)
+Ours because PyMongo spent 3-4 times its CPU per command on the three MongoDB writes of
+every compose (docs/performance.md, ``bench store-clients``). It has the commands the
+services use, in PyMongo's shape (``client[db][collection]``: ``insert_one``,
+``insert_many`` unordered, ``find_one``, ``find`` with ``sort``/``limit``,
+``update_one``, ``delete_one``, ``delete_many``, ``count_documents``, ``create_index``;
+:meth:`MongoClient.ping`), BSON by PyMongo's ``bson``. Connections, bounds and the one
+retry of a lost command are :mod:`~socialbench.runtime.pipelining`'s; a retry is safe
+for what the services send (an insert's ``_id`` is chosen before the first try). One
+server a URL, ``mongodb://[user:password@]host[:port][/db][?authSource=&authMechanism=]``,
+logged in with SCRAM once per connection (docs/stores.md, "Credentials"); the rest is
+PyMongo's (:mod:`~socialbench.runtime.mongodb_pymongo`). Errors, below pipelining's:
+``StoreReplyError`` > :class:`MongoCommandError` (the server's code and message) >
+:class:`DuplicateKeyError` (a unique index; ``indexes`` names the documents).
 """
 
 from __future__ import annotations

@@ -1,63 +1,18 @@
 """PyMongo's ``AsyncMongoClient`` behind the services' MongoDB interface, and which client a
 URL gets.
 
-Our client (:mod:`~socialbench.runtime.mongodb_client`) speaks to one server. What it does
-not do is PyMongo's, a client known to do it: TLS, replica sets (the primary found, and
-found again after a step-down or a failover, a command lost meanwhile retried once by
-PyMongo's retryable reads and writes), ``mongodb+srv`` seed lists, a list of mongos
-routers, ``loadBalanced``. :func:`mongodb_client` chooses per URL:
+:func:`mongodb_client` chooses per URL: one server (``mongodb://host[:port][/db]``, with
+or without credentials, ``authSource`` and a SCRAM ``authMechanism``) gets ours
+(:mod:`~socialbench.runtime.mongodb_client`, 3-4 times cheaper per command: docs/stores.md,
+"What the choice costs"); anything else (several hosts, ``mongodb+srv://``, any other
+option such as ``tls=true`` or ``replicaSet=``) gets :class:`PyMongoClient`.
 
-- ``mongodb://host[:port][/database]``, with or without ``user:password@`` and
-  ``?authSource=`` / ``?authMechanism=SCRAM-SHA-256|SCRAM-SHA-1``: ours
-  (:class:`~socialbench.runtime.mongodb_client.MongoClient`; SCRAM is one conversation per
-  new connection, so credentials add nothing per command);
-- anything else (several hosts, ``mongodb+srv://``, any other option: ``tls=true``,
-  ``replicaSet=``, ``readPreference=``, ``directConnection=``, ...): :class:`PyMongoClient`.
-  One mongos given as a plain URL is ours (its commands are the same; ``describe()`` says
-  ``sharded``); a list of mongos, or one with any option (``?appName=socialbench``), is
-  PyMongo's.
-
-Measured (``socialbench bench store-clients --store mongodb --commands 10000``, three
-runs, load average 1.7-4.1; FerretDB, plain and with authentication on; uvloop; CPU of
-the client process per command, µs, ranges over the runs; the clients alternated within
-each run): an ``insert`` of a post under a unique index and a ``find`` of one post by it,
-from 1 caller and from 8::
-
-                                     insert 1   insert 8   find 1    find 8
-    PyMongo AsyncMongoClient (bare)   299-318    264-283   338-354   284-302
-    PyMongoClient (this adapter)      327-334    256-313   350-382   283-326
-      with SCRAM-SHA-256              322-338    254-320   355-387   287-339
-    ours (MongoClient)                 91-98      67-83     89-92     75-89
-      with SCRAM-SHA-256               95-103     69-85     86-98     77-82
-
-Ours is 3.3-4 times cheaper, and a login costs neither client anything per command (it
-is once per connection). So every URL of one server keeps ours, credentials or not;
-PyMongo runs where its topology handling is needed, at its cost (the adapter adds up to
-a tenth to bare PyMongo: its copy of a document given an ``_id``, the error mapping).
-
-The adapter has our interface (``client[db][collection]`` with ``insert_one``,
-``insert_many`` unordered, ``find`` with ``sort``/``limit``/``to_list``/``async for``,
-``find_one``, ``count_documents``, ``update_one``, ``delete_one``, ``delete_many``,
-``create_index``, ``command``, ``ping``, ``close``) and raises our errors, so the app's
-handlers answer a store's failure with the same clear 5xx:
-
-- ``ConnectionFailure`` (no server, a lost connection, no primary in time) ->
-  :class:`~socialbench.runtime.pipelining.StoreConnectionError`, or
-  :class:`~socialbench.runtime.pipelining.StoreTimeout` when it is a timeout;
-- ``OperationFailure`` -> :class:`~socialbench.runtime.mongodb_client.MongoCommandError`
-  with the server's code (18: the credentials were refused); a unique index's duplicate
-  -> :class:`~socialbench.runtime.mongodb_client.DuplicateKeyError` naming the documents;
-- any other ``PyMongoError`` -> :class:`~socialbench.runtime.pipelining.StoreReplyError`.
-
-Our bounds become PyMongo's options (an option the URL gives wins): connections
-(``maxPoolSize``), connecting (``connectTimeoutMS``), one command's answer
-(``socketTimeoutMS``), and waiting for a server or a free connection
-(``serverSelectionTimeoutMS``, ``waitQueueTimeoutMS``: the call timeout too, so that a
-replica set's election, a few seconds, is waited through rather than failed).
-
-Tracing: with a tracer, a command listener makes a client span of each command of a
-traced request (``mongodb insert post``), as :mod:`~socialbench.runtime.store_spans` does
-for ours; PyMongo then builds its monitoring events for every command.
+:class:`PyMongoClient` has our interface and raises our errors (``ConnectionFailure`` ->
+``StoreConnectionError`` or ``StoreTimeout``, ``OperationFailure`` -> ``MongoCommandError``
+or ``DuplicateKeyError``, any other ``PyMongoError`` -> ``StoreReplyError``). Our bounds
+become PyMongo's options (an option the URL gives wins; waiting for a server is the call
+timeout, so an election is waited through); with a tracer, a command listener makes a
+span of each command of a traced request.
 """
 
 from __future__ import annotations

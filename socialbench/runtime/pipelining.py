@@ -1,28 +1,16 @@
 """What the services' Redis and memcached clients share: pipelining connections, bounded.
 
-Each connection pipelines: a command is written at once, and its reply is the next one
-the connection reads (both stores answer in order). A command goes to an idle connection,
-else to a new one while fewer than ``max_connections`` are open, else to the open one
-with the fewest commands in flight. So a burst never waits for a free connection, and a
-caller that goes away (its task cancelled) leaves a connection that stays in step: its
-reply is read and dropped.
-
-Bounds: connecting takes at most ``connect_timeout_s``; a command is answered within
-``call_timeout_s`` of being sent, or its connection is closed and every command in flight
-on it fails (one timer per connection watches the oldest, not one per command). A command
-whose connection was lost before its reply (the store restarted) is sent once more on a
-new connection, tried for up to ``reconnect_for_s`` (default ``connect_timeout_s``) while
-the store comes back: the clients send only commands that are safe to repeat.
-
-Errors::
-
-    StoreClientError
-    ├── StoreConnectionError  could not connect, or the connection was lost
-    │   └── StoreTimeout      no connection or no reply within its bound
-    └── StoreReplyError       the store answered an error (Redis's WRONGTYPE, ...)
-
-A store's client subclasses :class:`PipelinedConnection` (how its replies are read) and
-:class:`PipelinedClient` (its commands).
+Each connection pipelines: a command is written at once and its reply is the next one
+the connection reads (both stores answer in order). A command goes to an idle
+connection, else a new one while fewer than ``max_connections`` are open, else the one
+with the fewest in flight; a cancelled caller's reply is read and dropped, so a
+connection stays in step. Bounds: ``connect_timeout_s`` to connect; ``call_timeout_s``
+for a reply, or the connection is closed and everything in flight on it fails (one timer
+per connection). A command whose connection was lost is sent once more on a new one,
+tried for up to ``reconnect_for_s``: the clients send only commands safe to repeat.
+Errors: ``StoreClientError`` > ``StoreConnectionError`` (> ``StoreTimeout``) and
+``StoreReplyError`` (the store answered an error). A store's client subclasses
+:class:`PipelinedConnection` (reading replies) and :class:`PipelinedClient` (commands).
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The services' Redis client: RESP over pipelining connections, replies parsed by hiredis.
 
-Why our own: a service's Redis commands are on its hot path, and redis-py's cost was
-measured (``socialbench bench store-clients``: a timeline read, ``ZREVRANGE`` of 10
-members, under uvloop, CPU of the client process, three runs). redis-py 8.1 with the
-blocking pool the services need: 136-182 µs per command from 1 caller, 117-143 from 8
-(its plain pool, 77 µs, fails a burst beyond the pool instead of waiting; coredis 6.9:
-177). This client: 35-42 and 18-23 µs. redis-py was 22% of home-timeline's CPU on
-timeline reads (py-spy).
-
-Connections, bounds and errors are :mod:`~socialbench.runtime.pipelining`'s. A command
-lost with its connection is sent once more, which is safe for every command the services
-send: reads, ``ZADD`` of a score, ``ZREM``, ``SET NX``, the fan-out script of ``ZADD``
-or ``ZREM``.
-
-The services see :class:`Redis`, the commands they send, whichever way Redis is deployed:
-:class:`RedisClient` for one server; for a primary and its replicas
-:class:`~socialbench.runtime.redis_replicated.ReplicatedRedis`; for a Redis Cluster
-:class:`~socialbench.runtime.redis_cluster.ClusterRedis`.
-
-A command on each of many keys (home-timeline's fan-out, :meth:`Redis.each_key`) is one
-Lua script per ``EACH_KEY_BATCH`` keys on one server: 0.4-0.6 µs of this client's CPU
-per key, against 2.6-3.0 µs for a pipeline of one ``ZADD`` per key (500 keys, three
-alternated runs; a Redis Cluster needs the pipeline, its keys being on several nodes).
+Ours because redis-py cost a service's hot path 3-7 times this client's CPU per command
+(docs/performance.md, ``bench store-clients``). Connections, bounds and errors are
+:mod:`~socialbench.runtime.pipelining`'s; a command lost with its connection is sent once
+more, which is safe for every command the services send (reads, ``ZADD`` of a score,
+``ZREM``, ``SET NX``, the fan-out script). The services see :class:`Redis` whichever way
+Redis is deployed: :class:`RedisClient` for one server,
+:class:`~socialbench.runtime.redis_replicated.ReplicatedRedis` for a primary and its
+replicas, :class:`~socialbench.runtime.redis_cluster.ClusterRedis` for a cluster. A
+command on each of many keys (:meth:`Redis.each_key`, home-timeline's fan-out) is one Lua
+script per ``EACH_KEY_BATCH`` keys on one server, a fifth of a pipeline's CPU a key.
 """
 
 from __future__ import annotations
@@ -165,7 +153,7 @@ class Script:
         return await self.client.execute_command("EVAL", self.source, len(keys), *keys, *args)
 
 
-EACH_KEY_BATCH = 500  # keys per script run or pipeline of Redis.each_key
+EACH_KEY_BATCH = 500  # keys per script or pipeline of each_key (docs/performance.md: hot-users)
 # KEYS: the keys; ARGV: the command, then its arguments after the key.
 EACH_KEY = """
 for _, key in ipairs(KEYS) do redis.call(ARGV[1], key, unpack(ARGV, 2)) end

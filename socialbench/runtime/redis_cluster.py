@@ -1,47 +1,17 @@
 """Redis Cluster: each command to the master of its key's slot, redirects and failover
 followed by redis-py's cluster client.
 
-What runs where: redis-py's ``redis.asyncio.cluster.RedisCluster`` keeps the slot map
-(read with ``CLUSTER SLOTS`` from the seed nodes, refreshed after a ``MOVED`` or a node
-lost) and is the one that follows ``MOVED``, ``ASK`` and ``TRYAGAIN``, waits out a
-``CLUSTERDOWN`` and finds the new master after a failover. A command whose slot's
-master is known and answers is sent by this module over our own pipelining
-:class:`~socialbench.runtime.redis_client.RedisClient` of that master (the slot from
-redis-py's map); anything else (a redirect, a node that cannot be reached, a command
-without a key) goes to redis-py, command by command, and is counted
-(``counters()["fallbacks"]``).
+redis-py's ``RedisCluster`` keeps the slot map and follows ``MOVED``, ``ASK``,
+``TRYAGAIN``, ``CLUSTERDOWN`` and failovers; a command whose slot's master is known and
+answers goes over our pipelining :class:`~socialbench.runtime.redis_client.RedisClient`
+of that master, anything else to redis-py (``counters()["fallbacks"]``). Ours costs a
+third of redis-py's CPU a read and a thirteenth a fan-out (docs/stores.md, "Cluster").
 
-Why not redis-py alone: measured (``socialbench bench store-clients --store
-redis-cluster``: 3 masters, this 2-core VM, uvloop, this process's CPU per command, three
-runs). A timeline read, ``ZREVRANGE`` of 10 members: redis-py's cluster client 125-162
-µs from 1 caller and 88-107 µs from 8; this module 41-45 and 28-36 µs; our client on one
-server 39-42 and 19-26 µs. The fan-out of a post to 500 home timelines: redis-py's
-``ClusterPipeline`` (one pipeline per master, as the original's fan-out per shard)
-13.3-15.5 ms, 27-31 µs per key (at 10,000 followers, 0.3 core-seconds per post); this
-module's pipelines 1.0-1.2 ms; one server's Lua scripts 0.19-0.38 ms. So the common case
-is ours, and what re-implementing redis-py's cluster client would risk (redirects, the
-map, failover) stays its own.
-
-The fan-out, :meth:`ClusterRedis.each_key`: its keys grouped by the master of their
-slot, one pipeline of ``command key ...`` per master (concurrently), ``EACH_KEY_BATCH``
-keys per round (a script cannot: its keys must share one slot). Pipelines of the
-services (user-timeline's, social-graph's) are split the same way; the replies come back
-in the order of the commands, and commands on one key keep their order.
-
-Reads go to masters too (read-your-write holds as on one server); the replicas are for
-failover. **What a failover loses**: Redis replicates asynchronously, so a write a
-master acknowledged but had not yet sent to its replica when it died is lost when that
-replica takes over, as Redis's own documentation says; at most what the master took in
-the last moments before it died (about a round trip to the replica under load; no
-writes are lost to a failover the master saw coming, such as ``CLUSTER FAILOVER``). With
-``wait_replicas`` (``redis_cluster_wait_replicas``), each pipeline of writes to a master
-ends in ``WAIT <wait_replicas> <timeout>``: a write whose WAIT reached them is on a
-replica before the service answers, so a failover to that replica keeps it. A short
-WAIT is counted (``short_waits``) and the write stands; a write that went through
-redis-py (after a redirect) is not waited for and is counted (``unconfirmed_writes``).
-During a failover (``cluster-node-timeout``, then the replica's election, about a second
-more) the dead master's slots answer errors (``StoreConnectionError``); the others
-answer (``cluster-require-full-coverage no``, as ``stack/servers.py`` starts a cluster).
+:meth:`ClusterRedis.each_key` (the fan-out, ``EACH_KEY_BATCH`` keys a round) and the
+services' pipelines are split by master, one pipeline each, replies in the order of the
+commands. Reads go to masters. A failover can lose the writes a master acknowledged last;
+with ``wait_replicas`` each pipeline of writes ends in ``WAIT`` (short waits and writes
+that went through redis-py are counted): docs/stores.md, "What a failover loses".
 """
 
 from __future__ import annotations

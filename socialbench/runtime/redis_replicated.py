@@ -1,38 +1,15 @@
 """Redis as a primary and its replicas: writes to the primary, reads from the replicas.
 
 As the original's ``use_replica``: reads (``READ_COMMANDS``, and pipelines of nothing
-else) go to the replicas in turn; every other command to the primary.
-
-**A read that follows its own write sees it.** Each write is pipelined with
-``WAIT <replicas> <redis_wait_timeout_ms>`` on its connection to the primary, so the
-write is on every replica before the caller hears it succeeded. Then any later read,
-from this process or another, on any replica, sees it.
-
-WAIT's cost, measured (a primary and a replica on this 2-core VM, ``ZADD`` through
-:class:`ReplicatedRedis` against our client on the primary alone, uvloop, three
-alternated runs): a write's latency p50 85-114 -> 157-250 µs from 1 caller, 372-411 ->
-660-789 µs from 8 (the primary's round trip to its replica, ``REPLCONF GETACK``), and
-this process's CPU per write 50-57 -> 70-115 µs from 1 caller, 25-28 -> 42-57 µs from 8
-(the WAIT's reply comes in a read of its own). Reads pay 1-6 µs of CPU for the routing.
-
-**When WAIT answers fewer replicas** (a replica is down, restarting or behind by more
-than the timeout): the write stays done and acknowledged. It is on the primary, and
-Redis keeps it there; nothing is undone or sent again. The short answer is counted
-(``counters()["short_waits"]``), and from then on this process reads from the primary,
-until the WAIT of a write sent after the short answer reaches every replica again
-(replication is one stream, so that replica then has every earlier write too). While
-reads are on the primary, one write at a time carries the WAIT (and waits its timeout if
-a replica is still away); the others are sent without it (each counted as unconfirmed,
-which keeps reads on the primary until a later WAIT covers it). Another process learns
-of a lagging replica by its own writes: until then it may read an older value there.
-
-**A replica that is down or unlinked**: a read that cannot reach it (connection refused,
-lost, timed out), or that it refuses with ``LOADING`` or ``MASTERDOWN`` (a replica
-started with ``replica-serve-stale-data no``, as ``stack/servers.py`` starts them,
-refuses reads until it has synced), is sent to the primary instead and counted
-(``replica_fallbacks``); that replica is left alone for ``REPLICA_RETRY_S``.
-
-A failover (a replica promoted) is not followed: the primary is the one of the settings.
+else) go to the replicas in turn, every other command to the primary. A read that
+follows its own write sees it: each write is pipelined with ``WAIT <replicas>
+<redis_wait_timeout_ms>``, so it is on every replica before the caller hears it
+succeeded. A short WAIT leaves the write done and acknowledged, is counted
+(``short_waits``), and sends this process's reads to the primary until a later WAIT
+reaches every replica again (one write at a time carries it meanwhile). A replica that
+cannot be reached or refuses (``LOADING``, ``MASTERDOWN``) has its reads sent to the
+primary (``replica_fallbacks``) for ``REPLICA_RETRY_S``. A failover is not followed.
+What WAIT costs: docs/stores.md, "Replicated".
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """HTTP/JSON calls between services over pooled keep-alive connections.
 
 One :class:`RPCClient` per process holds one :class:`Neighbour` per neighbour service,
-created at start-up. A :class:`Neighbour` is our own small HTTP/1.1 client: a pool of
-keep-alive connections (asyncio protocols, opened on demand up to ``pool_size``, idle
-ones reused newest first and closed after :data:`IDLE_TIMEOUT_S`, under the server's
-keep-alive), each request written in one ``write`` and its answer parsed by httptools
-(the parser the services' server uses too). It was chosen by measurement: about 45-50 µs
-of CPU per call, against 180-220 µs for aiohttp's ClientSession (and aiohttp ~6x
-httpx.AsyncClient).
-
-Every call is bounded: ``connect_timeout_s`` to connect and ``timeout_s`` from asking for
-a connection to the end of the answer (:class:`NeighbourTimeout`, 504). A neighbour that
-refuses or drops the connection is :class:`NeighbourUnavailable` (503) at once, never a
-hang. A pooled connection the neighbour closed while it was idle is never written to;
-one that drops after the request was written is not retried (the neighbour may have
-acted on it): the caller gets the 503. In a traced request, each call is a client span
-and carries the trace on to the neighbour (``traceparent``).
+created at start-up: our own small HTTP/1.1 client (a quarter of aiohttp's CPU a call:
+docs/performance.md), a pool of keep-alive connections opened on demand up to
+``pool_size``, idle ones reused newest first and closed after :data:`IDLE_TIMEOUT_S`,
+each request one ``write``, its answer parsed by httptools. Every call is bounded
+(``connect_timeout_s``, then ``timeout_s`` to the end of the answer:
+:class:`NeighbourTimeout`, 504); a neighbour that refuses or drops the connection is
+:class:`NeighbourUnavailable` (503) at once. A connection that drops after the request
+was written is not retried (the neighbour may have acted on it). In a traced request,
+each call is a client span and carries the trace on (``traceparent``).
 """
 
 from __future__ import annotations

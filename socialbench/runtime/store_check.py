@@ -1,21 +1,14 @@
 """Each store tried once when a service process starts: refused credentials stop it.
 
 A service given a wrong password would otherwise start, pass for alive, and answer 500
-to every request that touches the store. So :func:`check_stores_at_start` sends each of
-the service's stores one command, all at once, and:
-
-- a refusal of the credentials (MongoDB code 18 ``AuthenticationFailed``, or code 13
-  ``Unauthorized`` when the URL gives no user; Redis ``WRONGPASS``, ``NOAUTH``, or
-  ``AUTH`` refused by a Redis with no password) raises :class:`StoreCredentialsRefused`,
-  naming the store, its host and the user, never the password: the process exits
-  (``socialbench serve``: status 3) with that message;
-- a store that does not answer (not up yet, unreachable, slow) is logged and the start
-  goes on: Kubernetes starts pods in any order, and ``/healthz`` answers 503 until the
-  store answers (the app's setup waits for it, see :mod:`~socialbench.runtime.app`).
-
-MongoDB's command is ``listDatabases`` (names only): ``ping`` needs no login, so it
-would not show that a server wants one. Redis's is ``PING`` (its connection's ``AUTH``
-first). memcached has no credentials; it is tried so that its absence is logged.
+to every request that touches the store. :func:`check_stores_at_start` sends each of its
+stores one command at once (MongoDB ``listDatabases``, since ``ping`` needs no login;
+Redis ``PING`` after its ``AUTH``; memcached ``version``, so its absence is logged). A
+refusal of the credentials (MongoDB code 18 or 13, Redis ``WRONGPASS``, ``NOAUTH`` or a
+refused ``AUTH``) raises :class:`StoreCredentialsRefused`, naming the store, host and
+user, never the password, and the process exits (``socialbench serve``: status 3). A
+store that does not answer is logged and the start goes on (pods start in any order;
+``/healthz`` answers 503 until it answers).
 """
 
 from __future__ import annotations

@@ -2,22 +2,14 @@
 
 :meth:`~socialbench.runtime.stores.Stores.connect` uses these clients when tracing is on.
 Each checks first whether the current request is traced and, if not, is the plain
-client; so a store call outside a traced request (most of them, and start-up work)
-costs one context lookup and makes no span. Span names are ``<store> <operation>``
-(``redis ZADD``, ``redis pipeline``, ``mongodb find post``, ``memcached get``), with
-the OpenTelemetry database attributes.
-
-- Redis: every command goes through ``execute_command``; a pipeline is one span, and so
-  is a command on each of many keys (``redis each_key ZADD``). The same for a primary
-  and its replicas (one span per command, whichever server answers it) and a Redis
-  Cluster (:class:`TracedRedis` over its client).
-- MongoDB: every command goes through ``command``; its span is named by the command and
-  its collection (``mongodb insert post``). The login of a connection goes untraced.
-  PyMongo's client, for what ours does not do, makes the same spans with a command
-  listener (:class:`~socialbench.runtime.mongodb_pymongo.CommandSpans`).
-- memcached: ``get``, ``multi_get``, ``set``, ``add`` and ``delete``, the calls the services
-  make (a pool's get of many keys: one ``multi_get`` span per server); ``version``
-  (health) goes untraced.
+client: a call outside a traced request costs one context lookup and makes no span.
+Spans are named ``<store> <operation>`` (``redis ZADD``, ``redis pipeline``, ``redis
+each_key ZADD``, ``mongodb insert post``, ``memcached get``) with the OpenTelemetry
+database attributes: Redis through ``execute_command`` (one span a command or pipeline,
+whichever server or cluster node answers: :class:`TracedRedis`), MongoDB through
+``command`` (a connection's login untraced; PyMongo's client makes the same spans with
+:class:`~socialbench.runtime.mongodb_pymongo.CommandSpans`), memcached's ``get``,
+``multi_get`` (one span per server of a pool), ``set``, ``add`` and ``delete``.
 """
 
 from __future__ import annotations

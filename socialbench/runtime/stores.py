@@ -1,20 +1,15 @@
 """Async clients for the three stores, created once per process at start-up.
 
-Our own clients, over pipelining connections whose every wait is bounded
-(:mod:`~socialbench.runtime.pipelining`): Redis (:mod:`~socialbench.runtime.redis_client`),
-memcached (:mod:`~socialbench.runtime.memcached_client`, one server; a pool of servers
-by consistent hashing: :mod:`~socialbench.runtime.memcached_pool`) and MongoDB
-(:mod:`~socialbench.runtime.mongodb_client`). redis-py, aiomcache and PyMongo spent 1.5-6
-times their CPU per command (``socialbench bench store-clients``).
-
-Redis deployed as one server, a primary with replicas or a Redis Cluster
-(``redis_mode``): :func:`_redis`, each behind the same
-:class:`~socialbench.runtime.redis_client.Redis` (docs/stores.md).
-
-Their errors (:class:`~socialbench.runtime.pipelining.StoreClientError`) are turned into
-:class:`~socialbench.runtime.errors.StoreError` by the app factory's exception handlers,
-so the happy path pays nothing for the mapping. With a tracer, the clients are
-:mod:`~socialbench.runtime.store_spans`' (spans of store calls in traced requests).
+Our own clients over bounded pipelining connections
+(:mod:`~socialbench.runtime.pipelining`): Redis (:mod:`~socialbench.runtime.redis_client`;
+one server, a primary with replicas or a cluster by ``redis_mode``, each behind
+:class:`~socialbench.runtime.redis_client.Redis`), memcached
+(:mod:`~socialbench.runtime.memcached_client`, or a pool:
+:mod:`~socialbench.runtime.memcached_pool`) and MongoDB
+(:mod:`~socialbench.runtime.mongodb_client`); why ours: docs/performance.md. Their errors
+become :class:`~socialbench.runtime.errors.StoreError` in the app factory's exception
+handlers, so the happy path pays nothing for the mapping. With a tracer, the clients are
+:mod:`~socialbench.runtime.store_spans`'.
 """
 
 from __future__ import annotations

@@ -1,56 +1,14 @@
-"""After a run: did the social network still do its job? Recomputed from its stores.
+"""What the stores must hold after a run, checked from a snapshot of them.
 
-``socialbench check`` (and the end of ``ramp`` and ``demo`` on the local stack) reads
-the stores (every collection once, whole and streamed; or, at scale, what a sample of the
-users needs, below), and checks what the services promise (see services/README.md, "Store layout"):
-
-- every post is complete (post id, text, creator, media, mentions, timestamp);
-- every post is in its creator's user timeline (MongoDB ``user-timeline.user-timeline``),
-  once, at its timestamp, and only there; the Redis cache of a timeline (ZSET
-  ``<user_id>``) agrees with MongoDB (and holds every entry when marked whole);
-- every home timeline (Redis ZSET ``<user_id>:home-timeline``) holds exactly the posts
-  of the user's followees made while the user followed them, and the posts mentioning
-  the user, the user's own excepted (compose fans a post out to the followers its author
-  has then and to the users it mentions; see services/home_timeline.py), each once,
-  scored by its timestamp, so read newest first.
-
-A follow is an interval: from its edge's timestamp (MongoDB ``social-graph.social-graph``)
-until now, or, once ended, from ``followed_at`` to ``unfollowed_at`` (an unfollow records
-it in ``social-graph.ended-follows``). An unfollow leaves the posts already fanned out in
-the home timeline, as the original's does, and a follow after an unfollow is a new
-interval. The fan-out reads the followers a moment after the post's timestamp, up to
-``follow_slack_ms`` later: a post is required in a follower's home timeline when the
-follow began by its timestamp and ended ``follow_slack_ms`` after it or later (or has not
-ended), and allowed when the follow began at most ``follow_slack_ms`` after it and ended
-at most ``follow_slack_ms`` before it.
-
-Some leftovers are what a failed compose is documented to leave behind (README,
-"Compose is all or nothing"), not errors of an acknowledged post, and are counted apart
-as *tolerated*: a timeline entry pointing at no post (a removal that failed, or a write
-landing after its removal) and a post in no timeline at all (a ``store_post`` landing
-after its ``delete_post``; its id never reached the client).
-
-The check does not depend on the driver: it sees every post stored, acknowledged or
-not. A problem names its user and post; up to ``limit`` examples are kept per kind.
-
-At scale (a million posts fan out to tens of millions of home-timeline entries) reading
-every collection takes minutes, and the check takes a uniform random :class:`Sample` of
-the users (the registered ones and those with a timeline in Redis) and checks their posts
-and timelines, as with ``users``: a problem of one user (a post missing from their home
-timeline, say) is then found with probability k/N, one touching m users with
-1 - C(N-m, k)/C(N, k). :class:`Sampling` says how many: every user while the home
-timelines hold at most ``home_entries`` entries (then every collection is read whole, as
-by ``--full``), else ``users``, or as many as ``budget_s`` seconds of reads allow (the
-users are read in a random order, a chunk at a time, until the budget is spent: the
-first k of a random order are a uniform sample of k). A sample reads only what its users
-need, by indexed ``$in`` queries (:mod:`.sample` says what and why), and knows less
-than the whole: a post missing from its creator's user timeline is found only through a
-sampled home timeline holding it (else it counts as an orphan, tolerated); a post
-mentioning a sampled user, by someone the user does not follow, is checked from its
-author's side only (a sampled author's posts must be in the home timelines of the users
-they mention); a home-timeline entry of a followee's post agreeing with that followee's
-user timeline passes without its post document (a user timeline disagreeing with its
-posts is found when its owner is sampled).
+:func:`read_snapshot` reads the stores (every collection whole and streamed, or what some
+users need) and :func:`analyse` checks what the services promise (services/README.md,
+"Store layout"): every post complete and in its creator's user timeline once; every home
+timeline holding exactly its followees' posts made while followed and the posts
+mentioning its owner, each once, newest first. A follow is an interval, and the fan-out
+may read the followers up to ``follow_slack_ms`` late. What a failed compose is
+documented to leave is counted apart as *tolerated*. A :class:`Sample` of users
+(:class:`Sampling` says how many) is checked as ``users`` is, knowing less than the
+whole. The rules in full: workloads/check/README.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
 """The sampled check's reads: what a random sample of users needs, and nothing more.
 
-The whole collections cost too much at scale: FerretDB (SQLite) decodes every document
-of a collection it scans, about 0.3 ms a 4 KiB post, so a million posts take minutes
-before the check has begun. Its filters on a top-level field with an index (``post_id``,
-``user_id``, ``follower_id``; ``$in`` too) are pushed down to SQLite and use the index, as
-a real mongod's do. So a sample reads, by ``$in`` queries on indexed fields, in chunks:
-
-- the population: the registered users (``user.user``, their ids only) and the users
-  with a timeline in Redis (one SCAN); the sample is drawn from it;
-- the sample's follows and ended follows, MongoDB user-timeline entries, Redis user
-  timelines and home timelines;
-- the posts of its followees as the user timelines list them (post id, creator, time),
-  from Redis when it holds their whole timelines, else from MongoDB: stand-ins for the
-  post documents, used only to pass a home-timeline entry. Every stand-in that would fail
-  one (a required post missing, an entry not allowed or scored otherwise) is read again
-  as its document, which decides;
-- the documents of the sample's posts (those its user timelines list), and of every post
-  in its home timelines that no followee's timeline explains (a mention, a leftover);
-- for each of the sample's posts, the score of its entry in the home timeline of each
-  user it mentions (ZSCORE): a mention lost is found from the author's side.
-
-What is then checked of the sample's users is what the full check checks of them, with
-two differences: a post mentioning a sampled user, by someone it does not follow, is
-required in its home timeline only if its author is sampled too; and a post in its
-creator's user timeline under another time than its document's passes a follower's home
-timeline that agrees with the user timeline (it is found when its creator is sampled).
+The whole collections cost too much at scale (FerretDB decodes every document of a
+collection it scans: a million posts take minutes), but its filters on an indexed
+top-level field (``$in`` too) use the index. So :func:`read_sample` draws the sample from
+the population (the registered users and those with a timeline in Redis) and reads, by
+``$in`` queries in chunks, only what the sample's users need: their follows, timelines,
+their followees' posts as the timelines list them (stand-ins, read again as documents
+when one would fail), their posts' documents and the mentions' home-timeline scores.
+What it then checks of them is what the full check checks, with two differences
+(workloads/check/README.md, "The sample's reads").
 """
 
 from __future__ import annotations

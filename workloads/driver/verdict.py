@@ -1,20 +1,13 @@
 """Why the driver sent late, if it did: its own CPU, a contended host, or neither.
 
-Three verdicts, checked in this order (README "The driver's verdict"):
-
-- ``driver-cpu``: a worker process used at least ``DRIVER_CPU_BUSY`` of a core over its
-  sending time (of the time the hypervisor left its CPUs: less the steal): the driver
-  itself is out of CPU; more processes (-P) or a lower rate help.
-- ``host-contended``: the CPUs the driver could run on were busy (``HOST_BUSY`` of their
-  time, whoever ran), the hypervisor stole ``HOST_STEAL`` of it, or the driver waited in
-  a run queue for ``RUN_QUEUE_WAIT`` of its time: its lateness comes from sharing the
-  CPUs (with the stack, among others); a caveat, not a fault of the driver.
-- ``clean``: neither.
-
-Send lag counts against a result in proportion to what is measured: it is *material*
-when its p99 exceeds ``MATERIAL_LAG_SHARE`` of a reference (the measured p99 for
-``socialbench load``, the SLA's threshold in a ramp) and ``LAG_FLOOR_US`` (below that it
-is the driver's own 100 µs batching and timer granularity).
+Three verdicts, checked in this order (README "The driver's verdict"): ``driver-cpu``, a
+worker used at least ``DRIVER_CPU_BUSY`` of a core over its sending time (less the
+steal), so more processes or a lower rate help; ``host-contended``, the driver's CPUs
+were ``HOST_BUSY``, the hypervisor stole ``HOST_STEAL`` or the driver waited in a run
+queue ``RUN_QUEUE_WAIT`` of its time (a caveat, not the driver's fault); ``clean``,
+neither. Send lag is *material* when its p99 exceeds ``MATERIAL_LAG_SHARE`` of a
+reference (the measured p99 for ``socialbench load``, the SLA's threshold in a ramp)
+and ``LAG_FLOOR_US`` (below it is the driver's own batching and timer granularity).
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """The stack's resident memory as its data grows, and a warning before a run outgrows it.
 
 :data:`GROWTH` holds each kind of process's resident memory (RSS) on the local stack:
-empty, and what it adds per 100,000 users, per million follows and per 100,000 posts.
-:func:`project` adds up a planned dataset's; :func:`memory_warning` compares that with
-the machine's memory (``psutil.virtual_memory()``) before ``seed`` and ``ramp``, and
-:func:`cache_warning` memcached's posts with its limit.
-
-Measured 2026-12-04 on this 2-core, 23 GiB VM (docs/data-at-scale.md): a fresh local stack
-(shared layout, FerretDB v1.24.2 SQLite, Redis with its append-only file, one memcached of
-1 GiB) seeded with ``socialbench seed --path bulk --graph twitter:100000 --posts-per-user
-20`` (100,000 users, 4.08 million follows, 1.00 million posts), the RSS of each
-component's process tree sampled every 5 s with psutil (as the ramp's resource sampler
-does): empty, after the users, after the follows, and while the posts were composed.
-What grows is Redis: two ZSETs per user of the graph (113 MiB per million follows), and
-per post one user-timeline and :data:`MEASURED_FANOUT` home-timeline entries. Its growth
-per 100k posts rose from 300 MiB (0-200k posts) to 700-750 MiB (400k-1M) as home
-timelines outgrew Redis's compact encoding of small ZSETs (128 entries); the figure is its
-mean over the million (6.4 GiB at 1M posts). Samples taken while Redis rewrote its
-append-only file are left out: the rewriting child shares the parent's pages, but its RSS
-counts them again (the tree's RSS peaked at 11.1 GiB). memcached keeps every post it is
-given (161 MiB per 100k) until its memory limit, then evicts; FerretDB keeps its data in
-SQLite files (7.1 GiB of disk at the end, not RSS: its RSS stayed at 130-210 MiB); the
-services keep no data (1.1 GiB for the eleven, flat).
+empty, and what it adds per 100,000 users, per million follows and per 100,000 posts
+(measured: docs/data-at-scale.md, "Memory per 100k users and posts"). :func:`project`
+adds up a planned dataset's; :func:`memory_warning` compares that with the machine's
+memory (``psutil.virtual_memory()``) before ``seed`` and ``ramp``, and
+:func:`cache_warning` memcached's posts with its limit. What grows is Redis (the graph's
+ZSETs, and per post one user-timeline and :data:`MEASURED_FANOUT` home-timeline
+entries); memcached keeps posts up to its limit; FerretDB keeps its data on disk.
 """
 
 from __future__ import annotations

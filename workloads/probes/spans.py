@@ -1,28 +1,16 @@
 """Latency by service: each service's exclusive time per endpoint, from a step's traces.
 
-A trace is a tree: the front-end service's server span is its root (nginx starts no
-span, so the root has no parent), its children are the client spans of the calls it
-made (an RPC to a neighbour, a store call), and under each RPC is the neighbour's server
+A trace is a tree: the front-end service's server span is its root, its children the
+client spans of its calls (an RPC, a store call), under each RPC the neighbour's server
 span. A span's *exclusive* time is its duration less the union of its children's
-intervals (clipped to it), so children that ran concurrently (an ``asyncio.gather`` of
-RPCs) are taken out once, not once each. The exclusive time of
-
-- a server span is its service's own time (its code on the CPU, or waiting for its
-  event loop): the figure this module is for;
-- a store call is the store's (``redis``, ``mongodb``, ``memcached``) as the service saw it;
-- an RPC is ``rpc to <neighbour>``: the network and the wait before the neighbour's
-  server span began (its accept queue, a busy event loop).
-
-Each trace adds up its spans' exclusive times by these names; a step's table gives, per
-endpoint (the root's name, e.g. ``GET /wrk2-api/home-timeline/read``), the median and
-99th percentile over the traces whose root started inside the step's measured window. A
-trace with a span whose parent never arrived (an export lost or late), or with no root,
-is counted as incomplete and left out, as its times would be wrong.
-
-The services are asyncio processes: a call's span ends when the caller's coroutine
-resumes, so it also holds the wait for the caller's event loop. When a service's loop is
-busy (a CPU-bound service near its core's limit, or a contended host), its store calls
-and RPCs look slow as well as its own time: read the bars with the CPU bottleneck.
+intervals (concurrent children taken out once): a server span's is its service's own
+time, a store call's the store's (``redis``, ``mongodb``, ``memcached``) as the service
+saw it, an RPC's ``rpc to <neighbour>`` (network and queueing before the neighbour's
+span). :func:`latency_by_service` adds each trace's up by these names and gives, per
+endpoint, p50 and p99 over the traces whose root started in the step's measured window;
+a trace with a span whose parent never arrived, or no root, is incomplete and left out.
+A span ends when the caller's coroutine resumes, so a busy event loop makes its store
+calls and RPCs look slow too: read the bars with the CPU bottleneck.
 """
 
 from __future__ import annotations

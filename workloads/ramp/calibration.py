@@ -1,38 +1,14 @@
 """The host's speed, measured with fixed work: how fast this machine is right now.
 
-A ramp's number is the stack's and the host's together, and a host's speed moves: this
-project's 2-core machine drifts by a third within an hour, with no steal reported. So a
-ramp measures the host with the same fixed work before its first step, in the settle
-before every step (the target idle by then), and after its last, and records each
-measurement with the step that followed it. Three parts, about 0.2 s in all on a quiet
-host (longer on a busy one):
-
-- ``cpu``: a fixed loop of pure-Python work (dict updates, string formatting, calls) in
-  one process per CPU of the machine at once; the mean of their work per second is one
-  core's speed. Any other process that wants those CPUs takes its share out of this.
-- ``loopback``: request and answer of 256-byte messages over TCP on 127.0.0.1 to an echo
-  process, as the stack's services talk: round trips per second (the kernel's loopback
-  sends and receives). Both ends poll their non-blocking sockets: with blocking reads an
-  idle virtual machine's round trip is mostly its CPUs waking from idle, which made the
-  loop twice as fast with every CPU busy (burning processes) as on a quiet host.
-- ``memory``: copies of a 64 MiB buffer: bytes copied per second.
-
-The run's first measurement, its reference, is the median of three. The host's speed
-against a reference (the run's first calibration, or another host's)
-is the geometric mean of the three parts' ratios: 1.0 unchanged, 0.8 a fifth slower.
-A step whose calibration moved more than ``RampConfig.host_drift`` (10%) from the run's
-first is flagged; so is the step before it in its repeat, which ran between the two.
-
-Measured on this project's machine (2 vCPUs of a virtual machine, December 2026), with
-nothing else running: one calibration's speed has a spread (standard deviation) of about
-10% against a median of three, and for a few seconds at a time the host runs up to 40%
-faster or 20% slower; the parts' own spreads are 8-17%. Timing the CPU loop over 0.4 s
-instead of 0.06 s did not narrow it: the host moves, not the measure. Two CPU-burning
-processes per CPU took the speed to 0.1-0.25. So on such a host the default drift of 10%
-flags many steps, rightly: its numbers move as much.
-
-The parts are separate processes started from the interpreter (``python -S``), not
-forked, since the ramp has threads (the live view, the samplers).
+A ramp's number is the stack's and the host's together, and a host's speed drifts.
+:func:`calibrate` times three parts, about 0.2 s on a quiet host: ``cpu`` (a pure-Python
+loop, one process per CPU at once), ``loopback`` (256-byte round trips over TCP to an
+echo process, both ends polling their sockets, so no CPU idles between messages) and
+``memory`` (64 MiB copies); :func:`calibrate_start`, the run's reference, is the median
+of three. A speed against a reference is the geometric mean of the parts' ratios (1.0
+unchanged, 0.8 a fifth slower). The parts are processes started with ``python -S``, not
+forked (the ramp has threads). How much a host moves: docs/performance.md, "The host's
+speed".
 """
 
 from __future__ import annotations

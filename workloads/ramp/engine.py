@@ -1,40 +1,15 @@
 """The SLA ramp: the highest offered rate at which a target holds a latency SLA.
 
-The procedure of the DeathStarBench papers and seeds, with wrk2 replaced by the open-loop
-driver: offer ``start_rate`` for one step (warm-up, then the measured duration), raise the
-rate by ``step_rate`` and repeat, and stop at the first step that fails:
-
-- a latency percentile above its SLA threshold (``--sla p99=2s``; several may be given),
-- achieved below ``min_achieved_ratio`` of the realised schedule (the offered rate as the
-  arrival process drew it, so a Poisson count's variance is not taken for a shortfall),
-- errors above ``max_error_ratio`` of the requests,
-- the driver's result untrustworthy (:func:`driver_doubts`): a driver process out of CPU
-  (verdict ``driver-cpu``), or its send-lag p99 above 10% of the tightest SLA threshold.
-  A contended host (verdict ``host-contended``) is a caveat recorded with the step, not
-  a stop: the latencies, counted from the intended send times, already include it.
-
-The answer is the last passing step. With ``refine`` the rate is then bisected between
-the last passing and the first failing rate down to ``resolution``, and the answer is
-confirmed by one longer run (latency under load is not monotonic in the rate; MLPerf's
-server scenario does the same). If that run fails, the next is the highest rate that
-passed below it, whatever the gap (so the answer never gives away more than one
-resolution for a run that failed once); if that fails too, the highest passing rate at
-least ``CONFIRM_BACKOFF`` lower, up to ``MAX_CONFIRM_ATTEMPTS`` runs in all: the passing
-rates just below two failed ones are as much past the knee for a longer run, and trying
-them one by one used the attempts and found none.
-``repeat`` runs the whole ramp again (after ``reset``, e.g. a fresh, re-seeded stack) and
-the repeats' answers give the best, the median and the coefficient of variation.
-
-Before the first step, in the settle before every step (the target idle by then), and
-after the last, the host's speed is measured with fixed work (:mod:`.calibration`) and
-recorded with the step that follows; the bundle flags the steps around which it moved
-more than ``host_drift`` from the run's first measurement.
-
-Each step starts on an idle target. A failed step can leave work queued in the target
-that outlives the driver's requests (its services go on with requests whose clients
-timed out), and a step started on that backlog would measure it, not its own rate: so
-before a step the ramp waits (``settle_max_s`` at most) until the target's processes use
-under ``settle_cores`` of CPU, when it can see them, and records the wait with the step.
+:class:`Ramp` offers ``start_rate`` for a step (warm-up, then the measured duration),
+raises it by ``step_rate``, and stops at the first step that fails (:func:`judge_step`):
+a percentile above its SLA (``--sla p99=2s``), achieved below ``min_achieved_ratio`` of
+the realised schedule, errors above ``max_error_ratio``, or a driver result not to be
+trusted (:func:`driver_doubts`; a contended host is a caveat, not a stop). The answer is
+the last passing step; ``refine`` bisects to ``resolution`` and confirms with a longer
+run (after a failure, :func:`confirmation_after`; ``MAX_CONFIRM_ATTEMPTS`` at most);
+``repeat`` runs it all again after ``reset``. Each step starts on an idle target (the
+settle) and after a measure of the host's speed (:mod:`.calibration`). The procedure in
+full: workloads/ramp/README.md.
 """
 
 from __future__ import annotations

@@ -25,8 +25,10 @@ from rich.table import Table
 
 from socialbench.workloads.cache.energy import OpsEnergy
 from socialbench.workloads.reports.formatting import (
+    format_count,
     format_energy,
     format_latency,
+    format_per_watt,
     format_ratio,
     machine_name,
     ratio,
@@ -103,27 +105,19 @@ class Metric:
     higher_is_better: bool
 
 
-def _count(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
-def _per_watt(value: float | None) -> str:
-    return "unavailable" if value is None else f"{value:,.0f}"
-
-
 METRICS = (
-    Metric("ops_per_s", "ops/s", "ops/s", lambda c: c.ops_per_s, _count, True),
+    Metric("ops_per_s", "ops/s", "ops/s", lambda c: c.ops_per_s, format_count, True),
     Metric("get_p99_ms", "get p99", "get p99", lambda c: c.p99_ms["get"], format_latency,
            False),
     Metric("set_p99_ms", "set p99", "set p99", lambda c: c.p99_ms["set"], format_latency,
            False),
     Metric("all_p99_ms", "p99", "p99", lambda c: c.p99_ms["all"], format_latency, False),
     Metric("ops_per_generator_core", "ops/s per gen. core", "ops/s per generator core",
-           lambda c: c.ops_per_generator_core, _count, True),
+           lambda c: c.ops_per_generator_core, format_count, True),
     Metric("joules_per_op", "energy / op", "energy per op", lambda c: c.joules_per_op,
            format_energy, False),
     Metric("ops_per_s_per_watt", "ops/s per W", "ops/s per watt",
-           lambda c: c.ops_per_s_per_watt, _per_watt, True),
+           lambda c: c.ops_per_s_per_watt, format_per_watt, True),
 )
 HEADLINE_METRICS = ("ops_per_s", "all_p99_ms", "ops_per_generator_core", "joules_per_op",
                     "ops_per_s_per_watt")
@@ -262,7 +256,7 @@ class CacheComparison:
         for run in self.runs:
             headline = run.headline
             answer = "none held" if headline is None else (
-                f"{_count(headline.ops_per_s)} ({run.headline_case})")
+                f"{format_count(headline.ops_per_s)} ({run.headline_case})")
             row = [run.label, run.machine, run.server, answer,
                    format_ratio(self.headline_ratio(run, "ops_per_s"))]
             for key in HEADLINE_METRICS[1:]:
@@ -286,7 +280,7 @@ class CacheComparison:
             for run in self.runs:
                 numbers = run.cases[case]
                 row = [str(case), run.label,
-                       f"{_count(numbers.sets_per_s)} + {_count(numbers.gets_per_s)}"]
+                       f"{format_count(numbers.sets_per_s)} + {format_count(numbers.gets_per_s)}"]
                 if self.scale:
                     row.append("yes" if numbers.held else "no")
                 for key in CASE_METRICS:

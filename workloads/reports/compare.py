@@ -1,19 +1,13 @@
 """Runs side by side: ``socialbench compare DIR...`` (the first bundle is the baseline).
 
 The comparison the seed documents make between platforms: max rate at the SLA and its
-ratio, p99 at that rate, p99 at the offered rates every run measured and its ratio, and
-energy (and CPU) per request. Each bundle contributes its best repeat (the one its
-headline comes from). Printed as tables, and rendered as ``compare.html`` + PNG + JSON.
-
-Above the tables, every setting that differs between the runs and changes the number
-(:mod:`.differences`); runs at different SLAs or of different workloads are refused
-unless forced. Beside the ratio of max rates stands the ratio of the hosts' speeds as
-their calibrations measured it (fixed work before the first step), so a reader sees
-whether a 20% difference is the microservices or the raw cores.
-
-The kind of every bundle is read from its manifest: ramp bundles are compared here,
-cache bundles (``cache run`` or ``cache scale``) by :mod:`.cache_compare`; bundles of
-different kinds cannot be compared.
+ratio, p99 there, p99 at the offered rates every run measured, and energy and CPU per
+request, each bundle by its best repeat; printed, and rendered as ``compare.html`` + PNG
++ JSON. Above the tables, every setting that differs and changes the number
+(:mod:`.differences`; different SLAs or workloads are refused unless forced), and beside
+the ratio of max rates the ratio of the hosts' speeds. Each bundle's kind is read from its
+manifest: ramp bundles are compared here, cache bundles by :mod:`.cache_compare`, and
+kinds are not mixed.
 """
 
 from __future__ import annotations

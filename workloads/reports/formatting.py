@@ -40,3 +40,23 @@ def machine_name(hardware: dict[str, object]) -> str:
     """``<CPU model> (<cores> cores, <architecture>)`` from a manifest's hardware."""
     cores = hardware.get("usable_cores") or hardware.get("logical_cores")
     return f"{hardware.get('cpu_model', '?')} ({cores} cores, {hardware.get('architecture')})"
+
+
+def format_mib(value: int) -> str:
+    """Bytes as whole MiB (``1,024 MiB``)."""
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def format_number(value: float | None, digits: int = 3) -> str:
+    """A number to ``digits`` significant digits, or ``—``."""
+    return "—" if value is None else f"{value:,.{digits}g}"
+
+
+def format_count(value: float | None) -> str:
+    """A whole count (``12,345``), or ``—``."""
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def format_per_watt(value: float | None) -> str:
+    """Operations per second per watt, or ``unavailable`` where no energy was measured."""
+    return "unavailable" if value is None else f"{value:,.0f}"

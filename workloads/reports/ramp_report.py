@@ -25,7 +25,12 @@ from matplotlib import pyplot as plt
 from socialbench.workloads.driver.verdict import rules_text
 from socialbench.workloads.probes.spans import SERVICE_TIME_CSV, EndpointTimes, PartTime
 from socialbench.workloads.ramp.engine import Phase
-from socialbench.workloads.reports.formatting import format_latency, format_rate
+from socialbench.workloads.reports.formatting import (
+    format_latency,
+    format_mib,
+    format_number,
+    format_rate,
+)
 from socialbench.workloads.reports.plotting import (
     DPI,
     SPECTRUM_NINES,
@@ -344,21 +349,14 @@ def make_plots(bundle: Bundle) -> list[Plot]:
 # ---------------------------------------------------------------- HTML
 
 
-def _mib(value: int) -> str:
-    return f"{value / 2**20:,.0f} MiB"
-
-
-def _number(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:,.{digits}g}"
-
-
 def render_html(bundle: Bundle, plots: Sequence[Plot]) -> str:
     """report.html's text."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATE.parent),
         autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
     )
-    environment.filters.update(rate=format_rate, latency=format_latency, mib=_mib, number=_number)
+    environment.filters.update(rate=format_rate, latency=format_latency, mib=format_mib,
+                               number=format_number)
     reference = bundle.steps_of(bundle.reference_repeat)
     components = sorted({c.name for s in reference for c in s.resources.components})
     usage = {

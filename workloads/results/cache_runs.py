@@ -1,19 +1,14 @@
 """Results bundles of ``socialbench cache run`` and ``cache scale``: records and files.
 
     results/<UTC time>-cache-<label>/
-      manifest.json       kind (cache-run / cache-scale), machine (hardware, software, git,
-                          command line), the configuration, how energy was measured
-      runs.json, runs.csv one record per run (per instance and instance count for scale);
-                          a run's energy per operation (cache run; scale: per probe)
+      manifest.json       kind (cache-run / cache-scale), machine, configuration, energy
+      runs.json, runs.csv one record per run (per instance and count for scale)
       raw/<run>.json      the generator's full result (encoded HdrHistograms included)
       histograms/<run>-<op>.hlog  HdrHistogram interval logs (µs), op = set, get, all
-      scale.json, scale.csv       scale only: every probe (with its energy), each level's
-                                  verdict, the answer
-      *.png, report.html  plots (throughput vs pipeline, latency spectrum, instances vs
-                          aggregate ops/s) and the self-contained report
+      scale.json, scale.csv       scale only: every probe, each level's verdict, the answer
+      *.png, report.html  the plots and report (socialbench.workloads.reports.cache_report)
 
-The plots and report are socialbench.workloads.reports.cache_report; the generator itself
-(:mod:`socialbench.workloads.cache`) knows none of this.
+The generator itself (:mod:`socialbench.workloads.cache`) knows none of this.
 """
 
 from __future__ import annotations

@@ -50,11 +50,15 @@ from socialbench.workloads.results.schema import (
 from socialbench.workloads.results.summary import host_speed_record, step_record, summarize
 
 
+def utc_stamp(now: datetime | None = None) -> str:
+    """The UTC time in every result's name, e.g. ``20250101T120000Z``."""
+    return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+
+
 def bundle_dir(results_dir: Path, label: str, now: datetime | None = None) -> Path:
     """``results/<UTC time>-<label>``, e.g. ``results/20250101T120000Z-mixed``."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "ramp"
-    return results_dir / f"{stamp}-{safe}"
+    return results_dir / f"{utc_stamp(now)}-{safe}"
 
 
 def _write_json(path: Path, model: BaseModel | list[StepRecord]) -> None:

@@ -1,24 +1,17 @@
-"""A ramp's results bundle: ``results/<UTC time>-<label>/``, written as the ramp runs.
+"""A ramp's results bundle, ``results/<UTC time>-<label>/``: the files' names and JSON models.
 
-    manifest.json      what ran, where, on what: version, git, configuration, command
-                       line, dataset and seed, hardware, software versions
-    steps.json         one record per step (offered, achieved, errors by kind, latency
-                       percentiles, send lag, SLA verdict, CPU and memory, energy, the
-                       host's speed measured before it and whether it moved)
-    steps.csv          the same, one flat row per step
-    resources.csv      CPU seconds and peak memory per component per step
-    latency-by-service.csv  with ramp --trace-ratio: each service's exclusive time (p50,
-                       p99) per endpoint per step, from the traces (also in steps.json)
-    summary.json       the answer: max rate at the SLA and its p99, per repeat and overall,
-                       and whether the host's speed held while it was found
-    histograms/*.hlog  one HdrHistogram interval log per step (latency from the intended
-                       send time, µs)
-    raw/*.json         the driver's full result per step (every histogram, the timeline)
+    manifest.json      what ran, where, on what (version, git, configuration, command
+                       line, dataset, hardware, software)
+    steps.json, .csv   one record per step (rates, errors, latency, send lag, verdict,
+                       CPU and memory, energy, the host's speed); resources.csv per
+                       component; latency-by-service.csv with ramp --trace-ratio
+    summary.json       the answer: max rate at the SLA and its p99, per repeat and overall
+    histograms/*.hlog  one HdrHistogram interval log per step (µs from the intended send)
+    raw/*.json         the driver's full result per step
     schema/*.json      JSON Schemas of manifest.json, steps.json and summary.json
-    *.png, report.html the plots and the report (``socialbench report DIR`` rebuilds them)
+    *.png, report.html the plots and report (``socialbench report DIR`` rebuilds them)
 
-This module is the files' names and JSON models; summary.py makes the records from a
-ramp's outcome, files.py writes and reads them.
+summary.py makes the records from a ramp's outcome; files.py writes and reads them.
 """
 
 from __future__ import annotations

@@ -1,39 +1,15 @@
 """The bulk seeding path: every service's own logic, run in the seeder's process.
 
-``socialbench seed --path bulk`` registers, follows and composes with the very calls the
+``socialbench seed --path bulk`` registers, follows and composes with the calls the
 front-end routes make (``UserService.register``, ``SocialGraphService.follow``,
-``ComposePostService.compose``), on the stack's own stores, with two differences from a
-request through nginx:
-
-- a service calls its neighbours in process (:class:`LocalNeighbour`): the neighbour's
-  internal route is found and awaited as the runtime's dispatch awaits it (the same
-  endpoint, the body validated from its JSON by the same model, the answer the same
-  JSON), without HTTP;
-- MongoDB inserts are coalesced (:class:`CoalescingCollection`): the ``insert_one`` and
-  ``insert_many`` calls of many concurrent requests to one collection go out as one
-  unordered ``insert_many``, and each caller gets its own outcome (a duplicate raises
-  :class:`DuplicateKeyError` for the caller whose document it was, as alone).
-
-So post ids come from unique-id's generator (a worker slot of its own on this host, so
-they never meet the running workers' ids), timestamps from the services' clock, short
-urls from url-shorten, the fan-out from home-timeline with the followers social-graph
-reads from Redis, and undoing a failed compose is compose-post's own. No store layout is
-written here: it is all the services' code. The stores are the ones each service is
-configured with (``settings_of``: the local stack's per-service addresses, whatever its
-store layout).
-
-Why, measured on this 2-core VM (2026-12-04, shared with other work; docs/data-at-scale.md):
-on twitter:10000:10 with 2 posts per user, alternated runs, the API path registered
-1,293-1,354 users/s, followed 1,717-1,727 edges/s and composed 308-332 posts/s; this path
-6,244-8,275, 11,714-16,446 and 1,102-1,529. At 100,000 users, 4.08 million follows and a
-million posts it took 22.5 minutes (6,492 users/s, 9,336 follows/s, 1,126 posts/s), where
-the API path would take about 1.6 hours; on the next day's VM, of the same size but 2.3
-times as fast, 12.9 minutes (11,666, 19,034 and 1,814/s). It is CPU-bound: per post
-about 0.74 ms of this process, 0.54 ms of FerretDB and 0.19 ms of Redis. FerretDB takes
-a thousand documents in one insert at 9,000-24,000 documents/s, where one at a time is a
-round trip each (0.7 ms at p50 from one caller, docs/ferretdb.md): coalescing is what
-keeps it busy. An author's posts are fanned out together
-(``HomeTimelineService.write_many``): posts/s at 100k users went from 650-750 to 920-990.
+``ComposePostService.compose``) on the stack's own stores (``settings_of``), with two
+differences from a request through nginx: a service calls its neighbours in process
+(:class:`LocalNeighbour`: the internal route awaited as dispatch awaits it, without
+HTTP), and concurrent MongoDB inserts to one collection go out as one unordered
+``insert_many`` (:class:`CoalescingCollection`; each caller gets its own outcome). Ids
+(unique-id, with a worker slot of its own), timestamps, short urls, the fan-out and a
+failed compose's undo are the services' own: no store layout is written here. Why, and
+how much faster than the API path: docs/data-at-scale.md, "Seeding at scale".
 """
 
 from __future__ import annotations

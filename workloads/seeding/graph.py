@@ -1,20 +1,14 @@
 """Social graphs to seed: the original's ``.nodes``/``.edges`` files, Matrix Market, synthetic.
 
-A :class:`Graph` is ``node_count`` users ``0..N-1`` and edges ``(a, b)``. An undirected
-graph's edges are followed both ways when seeded, as the original ``init_social_graph.py``
-does; a directed one's (``twitter``) as ``a`` follows ``b`` only.
-
-Two synthetic shapes, reproducible from their seed:
-
-- ``synthetic[:N[:M]]``: preferential attachment, undirected, shaped by default like
-  socfb-Reed98 (962 users, about 18.8k edges). Its largest degree grows as M·sqrt(N):
-  about 6,000 at 100k users, far from a real network's celebrities.
-- ``twitter[:N[:M]]``: directed, as Twitter's follows are. Each user follows a number of
-  others drawn from a heavy-tailed (log-normal) distribution of mean M, and picks whom
-  with probability proportional to a Zipf popularity (rank^-1, ranks a random
-  permutation of the users): the most popular user is drawn once in ~ln(N) follows, so at
-  100k users and 50 follows each the top users have tens of thousands of followers, the
-  median user a few dozen. Defaults: 10,000 users, 50 follows each.
+A :class:`Graph` is ``node_count`` users ``0..N-1`` and edges ``(a, b)``, followed both
+ways when undirected (as ``init_social_graph.py`` does), ``a`` follows ``b`` when
+directed. Two synthetic shapes, reproducible from their seed: ``synthetic[:N[:M]]``,
+preferential attachment, undirected, by default like socfb-Reed98 (962 users, about 18.8k
+edges; its largest degree grows as M·sqrt(N), far from real celebrities); and
+``twitter[:N[:M]]``, directed: each user follows a log-normal number of others of mean M
+(default 10,000 users, 50 each), picked by a Zipf popularity (rank^-1 over a random
+permutation), so at 100k users the top users have tens of thousands of followers and the
+median a few dozen.
 """
 
 from __future__ import annotations

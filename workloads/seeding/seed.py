@@ -1,36 +1,15 @@
 """Seed a running stack with a social graph, as the original ``init_social_graph.py`` does.
 
-Users ``0..N-1`` are registered as ``first_name_<i>``, ``last_name_<i>``,
-``username_<i>``, ``password_<i>`` with user id ``i``; every edge of an undirected graph
-is followed both ways, of a directed one (``twitter``) one way; then each user composes
-0 to ``posts_per_user`` posts. User ``u``'s posts are drawn from a generator seeded with
-the seed and ``u`` (:func:`posts_of`), so they are the same whichever path seeds them,
-and however often it is interrupted.
-
-Two paths (``path``), both with every service's own logic:
-
-- ``api`` (the default): through the front end, as a client: one request per
-  registration, follow and post, ``concurrency`` in flight;
-- ``bulk``: the services' logic in this process, on the stack's stores, many items per
-  call (:mod:`~socialbench.workloads.seeding.bulk`), for data at scale.
-
-The work is cut in chunks (users, follows, the posts of a range of authors). With a
-state file, each chunk is recorded when it starts and when all of it succeeded, so a
-seeding that was interrupted (Ctrl-C, ``kill``, even ``kill -9``) and is run again with
-the same arguments continues, and ends with the stores one uninterrupted run leaves:
-
-- registering and following are safe to repeat (an existing user is counted as
-  ``exists``; following again keeps the first follow): an unfinished chunk is sent again;
-- composing is not. ``bulk`` journals each post (id, author, mentions) before it is
-  published; an unfinished chunk's journaled posts are undone with compose-post's own
-  undo, and the chunk composed again. ``api`` never learns a post's id: the authors' user
-  timelines are read through the front end, and the posts found there (same author, same
-  text once its short urls are expanded) are not composed again. (A compose still in
-  flight in the stack when it is read would land twice: after a ``kill -9`` of an api
-  seeding, let the stack's composes finish, a few seconds, before running it again.)
-
-A first Ctrl-C or SIGTERM stops sending, waits for what is in flight and records it; a
-second stops at once (then the journal and the timelines say what landed).
+Users ``0..N-1`` are registered (``username_<i>``, ``password_<i>``, ...; user id ``i``),
+every edge followed (both ways for an undirected graph), then each user composes 0 to
+``posts_per_user`` posts drawn from a generator seeded with the seed and the user
+(:func:`posts_of`): the same whichever path, however often interrupted. Two paths, both
+the services' own logic: ``api`` through the front end, ``bulk`` in this process
+(:mod:`~socialbench.workloads.seeding.bulk`). With a state file each chunk is recorded as
+it starts and ends, so a seeding run again with the same arguments continues and ends
+with the stores one uninterrupted run leaves (how a compose is not repeated:
+workloads/seeding/README.md). A first Ctrl-C or SIGTERM stops sending and records what
+was in flight; a second stops at once.
 """
 
 from __future__ import annotations
