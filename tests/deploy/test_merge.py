@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,25 @@ def test_timeline_adds_counts_and_keeps_the_worst_p99(parts: list[LoadResult]) -
     timeline = merge_results([a, b]).timeline
     assert [(s.second, s.sent, s.latency_p99_us, s.errors) for s in timeline] == [
         (1, 890, 900, 2), (2, 910, 1200, 2)]
+
+
+def test_the_merged_host_names_every_drivers_architecture_once(
+    parts: list[LoadResult],
+) -> None:
+    hosts = [("node-a", "x86_64"), ("node-b", "aarch64"), ("node-a", "x86_64")]
+    mixed = [part.model_copy(update={"host": part.host.model_copy(update={
+        "hostname": name, "architecture": arch})}) for part, (name, arch) in zip(
+        parts, hosts, strict=True)]
+    host = merge_results(mixed).host
+    assert (host.hostname, host.architecture) == ("node-a,node-b", "x86_64,aarch64")
+
+
+def test_a_result_written_before_the_architecture_was_recorded_still_reads(
+    parts: list[LoadResult],
+) -> None:
+    older = json.loads(parts[0].model_dump_json())
+    del older["host"]["architecture"]
+    assert LoadResult.model_validate(older).host.architecture == ""
 
 
 def test_nothing_to_merge_is_an_error() -> None:

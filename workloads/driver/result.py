@@ -126,6 +126,10 @@ class HostInfo(BaseModel):
 
     hostname: str
     platform: str
+    architecture: str = Field(
+        default="", description="The driver's machine as its kernel reports it (uname -m: "
+                                "x86_64, aarch64; under QEMU user emulation the emulated one). "
+                                "Empty: an older result.")
     cpus: int
     python: str
     socialbench: str
@@ -137,6 +141,7 @@ class HostInfo(BaseModel):
         return cls(
             hostname=socket.gethostname(),
             platform=platform.platform(),
+            architecture=platform.machine(),
             cpus=os.cpu_count() or 0,
             python=sys.version.split()[0],
             socialbench=__version__,
