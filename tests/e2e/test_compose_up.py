@@ -401,9 +401,12 @@ def test_the_driver_in_the_image_writes_a_result_of_its_architecture(
     assert status == 0, output + compose_stack.diagnosis()
     result = LoadResult.model_validate_json((tmp_path / "result.json").read_text())
     assert result.host.architecture == compose_stack.platform.machine
+    # Under QEMU the kernel's CPUs are the host's kind: the result says it is emulated.
+    assert result.host.emulated is (platform.machine() != compose_stack.platform.machine)
     assert result.errors.total == 0 and result.completed == result.ok > 0
     print(f"\n{compose_stack.platform.name}: driver in socialbench:dev"
-          f"{compose_stack.platform.suffix} ({result.host.architecture}), mixed at "
+          f"{compose_stack.platform.suffix} ({result.host.architecture}, emulated "
+          f"{result.host.emulated}), mixed at "
           f"{DRIVER_RATE} req/s for 10 s: {result.ok} answers, p99 {result.latency.p99_ms:.1f} "
           f"ms, driver CPU {result.driver_cpu_s:.2f} s")
 
