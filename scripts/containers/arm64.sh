@@ -75,6 +75,7 @@ PY
 done
 [ "${answer:-}" = 200 ] || { "$engine" logs "$name" >&2; echo "error: no /healthz" >&2; exit 1; }
 echo "==> unique-id answers /healthz from socialbench:dev$suffix"
+"$engine" rm -f "$name" >/dev/null
 
 while IFS='=' read -r _ tag; do
   case "$tag" in
@@ -90,7 +91,7 @@ checked=$((SECONDS - start))
 echo "==> arm64: images in $built s, checks in $checked s"
 if $e2e; then
   start=$SECONDS
-  echo "==> the compose stack, native then arm64 (tests/e2e/test_compose_up.py; about 25 minutes)"
+  echo "==> the compose stack, native then arm64 (tests/e2e/test_compose_up.py; about 15 minutes)"
   SOCIALBENCH_TEST_ARM64=1 .venv/bin/python -m pytest tests/e2e/test_compose_up.py -s -q -p no:cacheprovider
   echo "==> arm64: images in $built s, checks in $checked s, end to end in $((SECONDS - start)) s"
 fi
