@@ -83,8 +83,8 @@ ARM64 = Platform("arm64", ("--platform", "linux/arm64", "--suffix", "-arm64"), "
 def arm64_unavailable() -> str | None:
     """Why the arm64 stack cannot run here, or None."""
     if os.environ.get(ARM64_ENV) != "1":
-        return (f"arm64 under emulation is opt-in ({ARM64_ENV}=1; about 25 minutes, more "
-                "when socialbench:dev-arm64 must be built: scripts/containers/arm64.sh --e2e)")
+        return (f"arm64 under emulation is opt-in ({ARM64_ENV}=1; about 12 minutes, more "
+                "when socialbench:dev-arm64 must be built; docs/arm64.md)")
     if platform.machine() != "aarch64" and not Path(
             "/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
         return ("no QEMU user emulation for arm64 registered: apt-get install "
