@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
 # The images for linux/arm64 on an amd64 machine, under QEMU's user emulation
 # (binfmt_misc), then a check that they run: `socialbench --help`, one service answering
-# /healthz, and each store stand-in's server starting. Root; Debian's qemu-user-static
-# and arch-test (mmdebstrap checks the foreign architecture with it).
+# /healthz, and each store stand-in's server starting; with --e2e, then the whole compose
+# stack on them, end to end. Root; Debian's qemu-user-static and arch-test (mmdebstrap
+# checks the foreign architecture with it).
 #
-#   scripts/containers/arm64.sh [--no-build] [build-images.sh options, e.g. --base debian]
+#   scripts/containers/arm64.sh [--no-build] [--e2e] [build-images.sh options, e.g. --base debian]
 #
 # Tags are the amd64 ones with -arm64 (socialbench:dev-arm64, ...); cached like them
 # (but any change of the sources rebuilds socialbench:dev-arm64: 12.5 minutes under
-# QEMU on 2 cores). --no-build checks the images as they are. Prints the build and
-# check times.
+# QEMU on 2 cores). --no-build checks the images as they are. --e2e runs
+# tests/e2e/test_compose_up.py with SOCIALBENCH_TEST_ARM64=1: the compose stack on this
+# machine's images, then on the arm64 ones (up, seeded, loaded through nginx with no
+# error, checked, loaded by the driver in the image), printing each one's time to healthy
+# and CPU per request. Prints the build, check and end-to-end times.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/common.sh
 . scripts/containers/engine.sh
 suffix=-arm64
+build=true e2e=false build_options=()
+for option; do
+  case "$option" in
+    --no-build) build=false ;;
+    --e2e) e2e=true ;;
+    *) build_options+=("$option") ;;
+  esac
+done
+if $e2e; then
+  .venv/bin/python -c 'import pytest, docker' 2>/dev/null || {
+    echo "error: --e2e runs pytest from .venv: scripts/setup.sh --test first" >&2; exit 2; }
+  command -v docker-compose >/dev/null 2>&1 || {
+    echo "error: --e2e needs docker-compose (apt-get install docker-compose)" >&2; exit 2; }
+fi
 if [ ! -x /usr/bin/qemu-aarch64-static ] || ! command -v arch-test >/dev/null 2>&1; then
   echo "error: no QEMU user emulation: apt-get install qemu-user-static arch-test" >&2
   exit 2
@@ -26,10 +44,8 @@ fi
   || cat /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register
 
 start=$SECONDS
-if [ "${1:-}" = --no-build ]; then
-  shift
-else
-  scripts/build-images.sh --platform linux/arm64 --suffix "$suffix" "$@"
+if $build; then
+  scripts/build-images.sh --platform linux/arm64 --suffix "$suffix" ${build_options[@]+"${build_options[@]}"}
 fi
 built=$((SECONDS - start))
 
@@ -59,6 +75,7 @@ PY
 done
 [ "${answer:-}" = 200 ] || { "$engine" logs "$name" >&2; echo "error: no /healthz" >&2; exit 1; }
 echo "==> unique-id answers /healthz from socialbench:dev$suffix"
+"$engine" rm -f "$name" >/dev/null
 
 while IFS='=' read -r _ tag; do
   case "$tag" in
@@ -70,4 +87,11 @@ while IFS='=' read -r _ tag; do
   "${run[@]}" "${check[@]}" >/dev/null 2>&1 || { echo "error: ${check[*]} failed" >&2; exit 1; }
   echo "==> $tag$suffix runs its server (${server[*]})"
 done < <(grep -E '^SOCIALBENCH_[A-Z_]+_IMAGE=' compose/standins.env)
-echo "==> arm64: images in $built s, checks in $((SECONDS - start)) s"
+checked=$((SECONDS - start))
+echo "==> arm64: images in $built s, checks in $checked s"
+if $e2e; then
+  start=$SECONDS
+  echo "==> the compose stack, native then arm64 (tests/e2e/test_compose_up.py; about 15 minutes)"
+  SOCIALBENCH_TEST_ARM64=1 .venv/bin/python -m pytest tests/e2e/test_compose_up.py -s -q -p no:cacheprovider
+  echo "==> arm64: images in $built s, checks in $checked s, end to end in $((SECONDS - start)) s"
+fi

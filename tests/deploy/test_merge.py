@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,29 @@ def test_timeline_adds_counts_and_keeps_the_worst_p99(parts: list[LoadResult]) -
     timeline = merge_results([a, b]).timeline
     assert [(s.second, s.sent, s.latency_p99_us, s.errors) for s in timeline] == [
         (1, 890, 900, 2), (2, 910, 1200, 2)]
+
+
+def test_the_merged_host_names_every_drivers_architecture_once(
+    parts: list[LoadResult],
+) -> None:
+    hosts = [("node-a", "x86_64", False), ("node-b", "aarch64", True),
+             ("node-a", "x86_64", False)]
+    mixed = [part.model_copy(update={"host": part.host.model_copy(update={
+        "hostname": name, "architecture": arch, "emulated": emulated})})
+        for part, (name, arch, emulated) in zip(parts, hosts, strict=True)]
+    host = merge_results(mixed).host
+    assert (host.hostname, host.architecture) == ("node-a,node-b", "x86_64,aarch64")
+    assert host.emulated is True  # one emulated driver's timings are in the merge
+    assert merge_results(parts).host.emulated is False
+
+
+def test_a_result_written_before_the_architecture_was_recorded_still_reads(
+    parts: list[LoadResult],
+) -> None:
+    older = json.loads(parts[0].model_dump_json())
+    del older["host"]["architecture"], older["host"]["emulated"]
+    host = LoadResult.model_validate(older).host
+    assert (host.architecture, host.emulated) == ("", None)
 
 
 def test_nothing_to_merge_is_an_error() -> None:

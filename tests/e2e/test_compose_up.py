@@ -4,11 +4,22 @@ Against a Docker engine (DOCKER_HOST, or the default socket) or, where none runs
 Docker API (scripts/containers/podman-service.sh, started here), with the images of
 scripts/build-images.sh: the socialbench image and the local stand-ins of the store and
 nginx images (compose/standins.env). Debian's docker-compose drives it.
+
+Every test runs once per platform of the images: this machine's own (``native``), and
+with ``SOCIALBENCH_TEST_ARM64=1`` again with every image built for linux/arm64 (tags
+``-arm64``), under QEMU's user emulation on an amd64 machine (scripts/containers/arm64.sh
+--e2e registers it and runs this; slow, not in CI). Each platform's stack is seeded,
+loaded through nginx with no error allowed, checked (`socialbench check` in the image,
+on the stack's network) and loaded by the driver in the image, whose result must name
+the image's architecture. ``SOCIALBENCH_TEST_IMAGE_SUFFIX`` tags the native images with a
+suffix of their own (beside another checkout whose ``socialbench:dev`` differs).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import secrets
 import shutil
 import subprocess
@@ -26,7 +37,7 @@ from docker.errors import DockerException
 from socialbench.deploy import compose
 from socialbench.deploy import stack_spec as stack
 from socialbench.stack.servers import free_ports
-from socialbench.workloads.driver import LoadConfig, run_load
+from socialbench.workloads.driver import LoadConfig, LoadResult, run_load
 from socialbench.workloads.probes.containers import (
     PROJECT_LABEL,
     SERVICE_LABEL,
@@ -41,8 +52,55 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROOT = stack.REPO_ROOT
 COMPOSE_FILE = stack.COMPOSE_DIR / compose.COMPOSE_FILE
 SEED_USERS = 60
-DRIVER_RATE = 50  # req/s: modest, on a shared 2-core machine
+DRIVER_RATE = 20  # req/s: modest, on a shared 2-core machine, and held under emulation
+IDLE_S = 10.0  # the containers' idle CPU is read this long before the driver's run
 LONG_RUNNING = {*compose.component_kinds()}
+ARM64_ENV = "SOCIALBENCH_TEST_ARM64"
+NATIVE_SUFFIX_ENV = "SOCIALBENCH_TEST_IMAGE_SUFFIX"
+OCI_ARCHITECTURE = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The images of one stack: what they are built as, and what runs in them."""
+
+    name: str
+    build_options: tuple[str, ...]  # scripts/build-images.sh's
+    suffix: str  # of every image's tag
+    machine: str  # `uname -m` in its containers
+    patience: float  # how many times native's waits it may take
+
+
+def _native() -> Platform:
+    suffix = os.environ.get(NATIVE_SUFFIX_ENV, "")
+    return Platform("native", ("--suffix", suffix) if suffix else (), suffix,
+                    platform.machine(), 1.0)
+
+
+ARM64 = Platform("arm64", ("--platform", "linux/arm64", "--suffix", "-arm64"), "-arm64",
+                 "aarch64", 6.0)
+
+
+def arm64_unavailable() -> str | None:
+    """Why the arm64 stack cannot run here, or None."""
+    if os.environ.get(ARM64_ENV) != "1":
+        return (f"arm64 under emulation is opt-in ({ARM64_ENV}=1; about 12 minutes, more "
+                "when socialbench:dev-arm64 must be built; docs/arm64.md)")
+    if platform.machine() != "aarch64" and not Path(
+            "/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
+        return ("no QEMU user emulation for arm64 registered: apt-get install "
+                "qemu-user-static arch-test, then scripts/containers/arm64.sh --e2e "
+                "(it registers it with binfmt_misc)")
+    return None
+
+
+@pytest.fixture(scope="module", params=["native", "arm64"])
+def images_platform(request: pytest.FixtureRequest) -> Platform:
+    if request.param == "native":
+        return _native()
+    if (why := arm64_unavailable()) is not None:
+        pytest.skip(why)
+    return ARM64
 
 
 @dataclass(frozen=True)
@@ -96,13 +154,15 @@ def _standins() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def images(engine: Engine) -> None:
-    """Every image, built (or found current) by the build script."""
+def images(engine: Engine, images_platform: Platform) -> Platform:
+    """Every image of the platform, built (or found current) by the build script."""
     env = {**os.environ, "SOCIALBENCH_ENGINE": engine.name, "DOCKER_HOST": engine.docker_host}
-    out = subprocess.run([str(ROOT / "scripts/build-images.sh")], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=3600, check=False)
+    out = subprocess.run([str(ROOT / "scripts/build-images.sh"), *images_platform.build_options],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600,
+                         check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     print(out.stdout)
+    return images_platform
 
 
 @dataclass
@@ -113,6 +173,7 @@ class ComposeStack:
     env: dict[str, str]
     url: str
     client: docker.DockerClient
+    platform: Platform
     up_seconds: float = 0.0
     seeded_seconds: float = 0.0
 
@@ -131,6 +192,23 @@ class ComposeStack:
     def diagnosis(self) -> str:
         return self.compose("ps").stdout + self.compose("logs", "--tail", "40").stdout
 
+    def in_image(self, *args: str, out: Path, timeout: float = 300) -> tuple[int, str]:
+        """`socialbench ARGS` in a container of the socialbench image on the stack's
+        network, ``out`` mounted at /out: its exit status and output. (Through the
+        Docker API: docker-compose 1.29's `run` wants podman's network made anew.)"""
+        hosts = {c.labels[SERVICE_LABEL]: address for c in self.containers()
+                 for address in [next(iter(c.attrs["NetworkSettings"]["Networks"].values()),
+                                      {}).get("IPAddress")] if address}
+        container = self.client.containers.run(
+            self.env["SOCIALBENCH_IMAGE"], list(args), detach=True,
+            network=f"{self.project}_default", extra_hosts=hosts,
+            volumes={str(out): {"bind": "/out", "mode": "rw"}})
+        try:
+            status = container.wait(timeout=timeout * self.platform.patience)
+            return int(status["StatusCode"]), container.logs().decode()
+        finally:
+            container.remove(force=True)
+
 
 def free_subnet_prefix(client: docker.DockerClient) -> str:
     """A 10.213.X prefix no network of the engine uses (a killed run may leave its own)."""
@@ -142,13 +220,14 @@ def free_subnet_prefix(client: docker.DockerClient) -> str:
 
 
 @pytest.fixture(scope="module")
-def compose_stack(engine: Engine, images: None) -> Iterator[ComposeStack]:
+def compose_stack(engine: Engine, images: Platform) -> Iterator[ComposeStack]:
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (scripts/setup.sh installs Debian's)")
     gateway_port, media_port = free_ports(2)
     client = docker.DockerClient(base_url=engine.docker_host, timeout=60)
     env = {
-        **os.environ, **_standins(),
+        **os.environ, **{name: tag + images.suffix for name, tag in _standins().items()},
+        "SOCIALBENCH_IMAGE": f"socialbench:dev{images.suffix}",
         "DOCKER_HOST": engine.docker_host,
         stack.SECRET_ENV: secrets.token_hex(32),
         "SOCIALBENCH_GATEWAY_PORT": str(gateway_port),
@@ -156,24 +235,27 @@ def compose_stack(engine: Engine, images: None) -> Iterator[ComposeStack]:
         "SOCIALBENCH_SEED_GRAPH": f"synthetic:{SEED_USERS}:4",
         compose.SUBNET_PREFIX_ENV: free_subnet_prefix(client),
     }
-    running = ComposeStack(f"sbe2e{os.getpid()}", env, f"http://127.0.0.1:{gateway_port}",
-                           client)
+    running = ComposeStack(f"sbe2e{os.getpid()}{images.name}", env,
+                           f"http://127.0.0.1:{gateway_port}", client, images)
     try:
         start = time.monotonic()
-        up = running.compose("up", "-d", "--no-build", timeout=900)
+        up = running.compose("up", "-d", "--no-build", timeout=900 * images.patience)
         running.up_seconds = time.monotonic() - start
         assert up.returncode == 0, up.stderr + running.diagnosis()
-        deadline = time.monotonic() + 300
+        patience = 300 * images.patience
+        deadline = time.monotonic() + patience
         while True:
             (seed,) = running.containers(service="seed")
             seed.reload()
             if seed.status == "exited":
                 break
-            assert time.monotonic() < deadline, "the seed job ran 300 s\n" + running.diagnosis()
+            assert time.monotonic() < deadline, (
+                f"the seed job ran {patience:.0f} s\n{running.diagnosis()}")
             time.sleep(1)
         running.seeded_seconds = time.monotonic() - start
-        print(f"\ncompose up -d: {running.up_seconds:.1f} s (every service healthy, nginx "
-              f"healthy); seeded {SEED_USERS} users at {running.seeded_seconds:.1f} s")
+        print(f"\n{images.name} ({images.machine}) compose up -d: {running.up_seconds:.1f} s "
+              f"(every service healthy, nginx healthy); seeded {SEED_USERS} users at "
+              f"{running.seeded_seconds:.1f} s")
         yield running
     finally:
         running.compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
@@ -205,15 +287,32 @@ def test_a_composed_post_reaches_a_followers_home_timeline(compose_stack: Compos
 
 
 def test_the_driver_through_the_compose_front_end_has_no_errors(
-    compose_stack: ComposeStack,
+    compose_stack: ComposeStack, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    result = run_load(LoadConfig(url=compose_stack.url, workload="mixed", rate=DRIVER_RATE,
-                                 duration_s=20, warmup_s=3, users=SEED_USERS, seed=1,
-                                 processes=1))
-    print(f"\ndriver, mixed at {DRIVER_RATE} req/s for 20 s through compose's nginx: "
-          f"{result.completed} answers, achieved {result.achieved_rps:.1f} req/s, "
-          f"p50 {result.latency.p50_ms:.1f} ms, p99 {result.latency.p99_ms:.1f} ms, "
-          f"errors {result.errors.total}")
+    monkeypatch.setenv("DOCKER_HOST", compose_stack.env["DOCKER_HOST"])
+    factory, _ = compose_sampler_factory(compose_stack.project, compose.component_kinds())
+    idle, why = factory()
+    assert idle is not None, why
+    with idle:  # what the containers spend with no request (healthchecks, timers)
+        time.sleep(IDLE_S)
+    sampler, why = factory()
+    assert sampler is not None, why
+    with sampler:  # every container's CPU over the whole run, warm-up included
+        start = time.monotonic()
+        result = run_load(LoadConfig(url=compose_stack.url, workload="mixed",
+                                     rate=DRIVER_RATE, duration_s=20, warmup_s=3,
+                                     users=SEED_USERS, seed=1, processes=1))
+        elapsed = time.monotonic() - start
+    answered = sum(second.completed for second in result.timeline)
+    cpu, idle_cpu = sampler.total_cpu_seconds, idle.total_cpu_seconds * elapsed / IDLE_S
+    print(f"\n{compose_stack.platform.name}: driver, mixed at {DRIVER_RATE} req/s for 20 s "
+          f"through compose's nginx: {result.completed} answers, achieved "
+          f"{result.achieved_rps:.1f} req/s, p50 {result.latency.p50_ms:.1f} ms, p99 "
+          f"{result.latency.p99_ms:.1f} ms, errors {result.errors.total}; the containers' "
+          f"CPU {cpu:.2f} s in {elapsed:.1f} s for {answered} answers (warm-up included): "
+          f"{cpu * 1000 / max(answered, 1):.2f} ms per request, "
+          f"{(cpu - idle_cpu) * 1000 / max(answered, 1):.2f} ms less the idle CPU "
+          f"({idle.total_cpu_seconds / IDLE_S:.3f} CPU-s/s over {IDLE_S:.0f} s before)")
     seconds = [(s.second, s.errors, s.latency_p99_us // 1000) for s in result.timeline if s.errors]
     assert result.errors.total == 0, (
         f"{result.errors}\nseconds with errors (second, errors, p99 ms): {seconds}\n"
@@ -276,6 +375,65 @@ def test_a_ramp_bundle_has_every_containers_cpu_and_memory(compose_stack: Compos
     assert names == LONG_RUNNING
     assert (bundle / REPORT).is_file()
     assert (bundle / RESOURCES_PLOT).is_file()  # the same plot as the local stack's
+
+
+def test_every_container_runs_the_images_architecture(compose_stack: ComposeStack) -> None:
+    expected = compose_stack.platform.machine
+    containers = compose_stack.containers()
+    assert {c.labels[SERVICE_LABEL] for c in containers} == LONG_RUNNING | {"seed"}
+    for container in containers:
+        name = container.labels[SERVICE_LABEL]
+        image = compose_stack.client.images.get(container.attrs["Image"])
+        assert image.attrs["Architecture"] == OCI_ARCHITECTURE.get(expected, expected), name
+        if name == "seed":  # exited: nothing to run in it
+            continue
+        assert _uname(container) == (0, expected), name
+
+
+def _uname(container: docker.models.containers.Container) -> tuple[int, str]:
+    """`uname -m` in the container. Podman 4's exec sometimes returns no output at all
+    (exit 0, nothing read): asked again then, at most 5 times."""
+    for _ in range(5):
+        code, out = container.exec_run(["uname", "-m"])
+        if code != 0 or out.strip():
+            break
+        time.sleep(0.5)
+    return code, out.decode().strip()
+
+
+def test_the_driver_in_the_image_writes_a_result_of_its_architecture(
+    compose_stack: ComposeStack, tmp_path: Path,
+) -> None:
+    tmp_path.chmod(0o777)  # the image's user writes the result
+    status, output = compose_stack.in_image(
+        "load", "http://nginx:8080", "--workload", "mixed", "--users", str(SEED_USERS),
+        "--rate", str(DRIVER_RATE), "--duration", "10s", "--warmup", "2s", "--seed", "3",
+        "--processes", "1", "--max-errors", "0%", "--quiet", "--json", "/out/result.json",
+        out=tmp_path)
+    assert status == 0, output + compose_stack.diagnosis()
+    result = LoadResult.model_validate_json((tmp_path / "result.json").read_text())
+    assert result.host.architecture == compose_stack.platform.machine
+    # Under QEMU the kernel's CPUs are the host's kind: the result says it is emulated.
+    assert result.host.emulated is (platform.machine() != compose_stack.platform.machine)
+    assert result.errors.total == 0 and result.completed == result.ok > 0
+    print(f"\n{compose_stack.platform.name}: driver in socialbench:dev"
+          f"{compose_stack.platform.suffix} ({result.host.architecture}, emulated "
+          f"{result.host.emulated}), mixed at "
+          f"{DRIVER_RATE} req/s for 10 s: {result.ok} answers, p99 {result.latency.p99_ms:.1f} "
+          f"ms, driver CPU {result.driver_cpu_s:.2f} s")
+
+
+def test_the_stores_pass_the_check_after_the_load(compose_stack: ComposeStack,
+                                                  tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    status, output = compose_stack.in_image(
+        "check", "--mongodb-url", "mongodb://mongodb:27017", "--redis-url",
+        "redis://redis:6379/0", "--full", "--json", "/out/check.json", out=tmp_path)
+    assert status == 0, output
+    assert "Check passed" in output
+    checked = json.loads((tmp_path / "check.json").read_text())
+    # The seeded users and what the loads above posted, all read back.
+    assert checked["users"] >= SEED_USERS and checked["posts"] > 0, checked
 
 
 def test_down_leaves_no_container_network_or_volume(compose_stack: ComposeStack) -> None:

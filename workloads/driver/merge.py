@@ -44,7 +44,8 @@ def _config(results: Sequence[LoadResult]) -> LoadConfig:
 
 
 def _host(results: Sequence[LoadResult]) -> HostInfo:
-    """Every driver's name and platform; the first driver's CPUs and load average.
+    """Every driver's name, platform and architecture (emulated if any is); the first
+    driver's CPUs and load average.
 
     The CPU count stays the one the load average was taken on: drivers often share a
     node (two pods of one Job), so their CPUs do not add up.
@@ -53,6 +54,9 @@ def _host(results: Sequence[LoadResult]) -> HostInfo:
     return hosts[0].model_copy(update={
         "hostname": ",".join(dict.fromkeys(h.hostname for h in hosts)),
         "platform": ",".join(dict.fromkeys(h.platform for h in hosts)),
+        "architecture": ",".join(dict.fromkeys(h.architecture for h in hosts)),
+        "emulated": True if any(h.emulated for h in hosts) else (
+            False if all(h.emulated is False for h in hosts) else None),
     })
 
 

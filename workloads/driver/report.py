@@ -91,6 +91,9 @@ def print_summary(result: LoadResult, console: Console) -> None:
         f"  Connections peak {result.peak_connections:,}, queued {result.queued:,}; "
         f"driver CPU {cpu_share:.0%} of a core; load average {load[0]:.2f} {load[1]:.2f} "
         f"{load[2]:.2f} at start on {result.host.cpus} CPUs"
+        + (f" ({result.host.architecture}"
+           + (", emulated" if result.host.emulated else "") + ")"
+           if result.host.architecture else "")
     )
     driver = result.driver
     if driver is not None:

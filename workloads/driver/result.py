@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
 from pydantic import BaseModel, Field
@@ -121,11 +123,48 @@ class SecondStats(BaseModel):
     host_busy: float | None = None  # busy share of the driver's CPUs over the last second
 
 
+def _family(machine: str) -> str | None:
+    if machine in {"x86_64", "amd64", "i386", "i686"}:
+        return "x86"
+    if machine.startswith(("aarch64", "arm64", "arm")):
+        return "arm"
+    return None
+
+
+def emulated(machine: str, cpuinfo: str) -> bool | None:
+    """Whether ``machine`` (uname -m) runs on CPUs of another kind than ``cpuinfo`` (the
+    kernel's /proc/cpuinfo) describes: user-mode emulation (QEMU through binfmt_misc shows
+    the emulated machine to uname and the host's CPUs in /proc/cpuinfo). None: unknown."""
+    if re.search(r"^(vendor_id|flags)\s*:", cpuinfo, re.MULTILINE):
+        cpus = "x86"
+    elif re.search(r"^(CPU implementer|Features)\s*:", cpuinfo, re.MULTILINE):
+        cpus = "arm"
+    else:
+        return None
+    family = _family(machine)
+    return None if family is None else family != cpus
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 class HostInfo(BaseModel):
     """Where the driver ran."""
 
     hostname: str
     platform: str
+    architecture: str = Field(
+        default="", description="The driver's machine as its kernel reports it (uname -m: "
+                                "x86_64, aarch64; under QEMU user emulation the emulated one). "
+                                "Empty: an older result.")
+    emulated: bool | None = Field(
+        default=None, description="True: the architecture is emulated on CPUs of another "
+                                  "kind (QEMU user emulation), so the timings are the "
+                                  "emulator's. None: not known (or an older result).")
     cpus: int
     python: str
     socialbench: str
@@ -137,6 +176,8 @@ class HostInfo(BaseModel):
         return cls(
             hostname=socket.gethostname(),
             platform=platform.platform(),
+            architecture=platform.machine(),
+            emulated=emulated(platform.machine(), _cpuinfo()),
             cpus=os.cpu_count() or 0,
             python=sys.version.split()[0],
             socialbench=__version__,

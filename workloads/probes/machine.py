@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 
 import socialbench
+from socialbench.workloads.driver.result import emulated
 
 
 def _read(path: str) -> str | None:
@@ -56,6 +57,7 @@ def hardware() -> dict[str, Any]:
     return {
         "cpu_model": cpu_model(),
         "architecture": platform.machine(),
+        "emulated": emulated(platform.machine(), _read("/proc/cpuinfo") or ""),
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

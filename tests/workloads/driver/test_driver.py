@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import signal
 import subprocess
 import sys
@@ -253,6 +254,9 @@ def test_the_load_command_runs_a_users_workload_and_writes_the_json(
     assert result.ok + result.errors.status[404] == result.scheduled == accounted(result)
     assert result.latency.decode().get_total_count() == result.scheduled
     assert json.loads(out.read_text())["latency"]["histogram"].startswith("HISTF")
+    # What the driver ran on, as its kernel says (aarch64 in an arm64 container under QEMU).
+    assert result.host.architecture == platform.machine() != ""
+    assert f"CPUs ({platform.machine()})" in cli.output
 
 
 def test_the_load_command_rejects_bad_options_clearly() -> None:
