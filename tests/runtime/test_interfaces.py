@@ -16,16 +16,19 @@ from socialbench.runtime.errors import NeighbourError, NotFound
 from socialbench.runtime.interfaces import (
     METHODS,
     ComposedText,
+    ComposeTextRequest,
     Empty,
     Method,
     PostStorageClient,
+    StorePostRequest,
     TextClient,
     UrlShortenClient,
     UserClient,
+    WriteHomeTimelineRequest,
 )
 from socialbench.runtime.jsonio import JSONResponse
-from socialbench.runtime.models import Url, UserMention
-from socialbench.runtime.rpc import Neighbour
+from socialbench.runtime.models import Creator, Media, Post, PostType, Url, UserMention
+from socialbench.runtime.rpc import Neighbour, encode
 from tests.services.support import app_client, serve_fake, serve_neighbours
 
 COMPOSED = {"text": "hi http://short-url/a", "user_mentions": [{"user_id": "8", "username": "b"}],
@@ -154,6 +157,18 @@ async def test_read_posts_passes_the_answer_on_unparsed(fake: tuple[Fake, str]) 
     answer = await PostStorageClient(neighbour("post-storage", url)).read_posts_json([3, 1])
     assert answer == b'{"posts":[]}'
     assert server.requests == [("read_posts", {"post_ids": [3, 1]})]
+
+
+def test_fields_are_encoded_as_their_models_json() -> None:
+    post = Post(post_id="12", creator=Creator(user_id="7", username="é"), req_id="1",
+                text="hi \u2603 \"@b\"", user_mentions=[UserMention(user_id="8", username="b")],
+                media=[Media(media_id="3", media_type="png")],
+                urls=[Url(shortened_url="http://short-url/a", expanded_url="http://x.org")],
+                timestamp="5", post_type=PostType.REPLY)
+    for model in (StorePostRequest(post=post), ComposeTextRequest(text="é \u2603"),
+                  WriteHomeTimelineRequest(user_id=1, post_id=2, timestamp=3,
+                                           user_mentions_id=[4])):
+        assert encode(model.__dict__) == encode(model) == model.model_dump_json().encode()
 
 
 def test_a_client_refuses_another_services_neighbour() -> None:
