@@ -18,7 +18,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -29,9 +29,13 @@ from socialbench.runtime.app import ServiceContext, create_service_app, service_
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.errors import ClientError, InvalidArgument
 from socialbench.runtime.interfaces import (
+    DELETE_POST,
+    REMOVE_HOME_TIMELINE,
+    REMOVE_USER_TIMELINE,
     ComposedText,
     HomeTimelineClient,
     MediaClient,
+    Method,
     PostIdAnswer,
     PostStorageClient,
     TextClient,
@@ -134,23 +138,24 @@ class ComposePostService:
         no post, and reads leave it out. Every removal is made, whatever the others did.
         """
         await asyncio.gather(
-            self._remove(post_id, "user-timeline remove_user_timeline",
+            self._remove(post_id, REMOVE_USER_TIMELINE,
                          self.user_timeline.remove(user_id, post_id)),
-            self._remove(post_id, "home-timeline remove_home_timeline",
+            self._remove(post_id, REMOVE_HOME_TIMELINE,
                          self.home_timeline.remove(user_id, post_id, mentioned)),
         )
         if post:
-            await self._remove(post_id, "post-storage delete_post",
-                               self.post_storage.delete(post_id))
+            await self._remove(post_id, DELETE_POST, self.post_storage.delete(post_id))
 
-    async def _remove(self, post_id: int, what: str, removal: Awaitable[None]) -> None:
+    async def _remove(
+        self, post_id: int, method: Method[..., Any], removal: Awaitable[None]
+    ) -> None:
         """One idempotent removal; a failure is logged and counted, not raised."""
         try:
             await removal
         except Exception as error:
             self.errors[COMPENSATION_FAILED] += 1
-            log.error("undoing the compose of post %s: %s failed, left as it is: %s",
-                      post_id, what, error)
+            log.error("undoing the compose of post %s: %s %s failed, left as it is: %s",
+                      post_id, method.service, method.name, error)
 
 
 def build_post(
