@@ -242,6 +242,11 @@ class Client:
         except ValidationError as exc:
             raise bad_answer(self.name, method.name, str(exc)) from None
 
+    async def ask_raw(self, method: Method[RequestP, Any], *_: RequestP.args,
+                      **fields: RequestP.kwargs) -> bytes:
+        """As :meth:`ask`, but the answer's JSON as bytes, unparsed (passed on)."""
+        return await self.neighbour.call_raw(method.name, fields)
+
 
 class UniqueIdClient(Client):
     service = "unique-id"
@@ -322,7 +327,7 @@ class PostStorageClient(Client):
     async def read_posts_json(self, post_ids: list[int]) -> bytes:
         """The answer of ``read_posts`` as bytes, ``{"posts": [...]}``: passed on, unparsed
         (:func:`socialbench.runtime.timelines.posts_array`)."""
-        return await self.neighbour.call_raw(READ_POSTS.name, {"post_ids": post_ids})
+        return await self.ask_raw(READ_POSTS, post_ids=post_ids)
 
     async def delete(self, post_id: int) -> None:
         """Delete a post (undoing a compose); none stored is no error."""

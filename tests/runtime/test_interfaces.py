@@ -53,6 +53,10 @@ def test_each_method_is_its_route_with_the_same_models(method: Method[Any, Any]
     assert route.response_model is method.answer
 
 
+def test_every_method_is_checked_against_its_route() -> None:
+    assert set(METHODS) == {m for m in vars(interfaces).values() if isinstance(m, Method)}
+
+
 def test_every_client_calls_a_service_of_the_registry_through_its_methods() -> None:
     clients = [c for c in vars(interfaces).values()
                if isinstance(c, type) and issubclass(c, interfaces.Client)
