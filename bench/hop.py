@@ -6,7 +6,7 @@
 Three servers on free ports, one process each: unique-id (the runtime's app around one
 id) under the runtime's HTTP server, a bare ASGI app answering the same bytes under that
 server, and the bare app under uvicorn (what served the services before). Each gets the
-same calls from this process through the runtime's RPC client at a fixed rate, and its
+same calls from this process through its typed RPC client (UniqueIdClient) at a fixed rate, and its
 CPU seconds over the run are divided by the calls: unique-id minus bare is the
 framework's cost a call, bare what any service pays here. ``--connection-requests N``
 closes each connection after N calls (how calls spread over a Service's replicas) and
@@ -33,12 +33,12 @@ from starlette.types import Receive, Scope, Send
 
 from socialbench.bench.results import write_results
 from socialbench.runtime.http_server import ServerConfig, serve
+from socialbench.runtime.interfaces import UniqueIdClient
 from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 
 SERVERS = ("unique-id", "bare", "uvicorn")
-METHOD = "compose_unique_id"
 # uvicorn as it served the services: uvloop, httptools, no access log or proxy headers.
 UVICORN_OPTIONS: dict[str, Any] = {
     "loop": "uvloop", "http": "httptools", "access_log": False, "log_level": "warning",
@@ -121,18 +121,19 @@ def cpu_seconds(process: psutil.Process) -> float:
 async def drive(server: str, url: str, process: psutil.Process, rate: float,
                 config: HopBench, connection_requests: int = 0) -> HopRow:
     """``rate`` calls a second for ``duration_s`` after a warm-up; server, client CPU per call."""
-    neighbour = Neighbour("hop", url, pool_size=config.pool_size, timeout_s=10.0,
+    neighbour = Neighbour("unique-id", url, pool_size=config.pool_size, timeout_s=10.0,
                           connection_requests=connection_requests)
+    unique_id = UniqueIdClient(neighbour)
     client = psutil.Process()
     try:
         for _ in range(config.warmup_calls):
-            await neighbour.call_raw(METHOD, {})
+            await unique_id.compose()
         before, client_before = cpu_seconds(process), cpu_seconds(client)
-        calls: list[asyncio.Future[bytes]] = []
+        calls: list[asyncio.Future[str]] = []
         start = time.perf_counter()
         while (elapsed := time.perf_counter() - start) < config.duration_s:
             for _ in range(int(elapsed * rate) - len(calls)):
-                calls.append(asyncio.ensure_future(neighbour.call_raw(METHOD, {})))
+                calls.append(asyncio.ensure_future(unique_id.compose()))
             await asyncio.sleep(0.001)
         await asyncio.gather(*calls)
         used, client_used = cpu_seconds(process) - before, cpu_seconds(client) - client_before

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable
 from typing import Annotated, Any
 
 import orjson
@@ -27,7 +28,21 @@ from starlette.responses import Response
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
 from socialbench.runtime.errors import ClientError, InvalidArgument
-from socialbench.runtime.jsonio import JSONResponse
+from socialbench.runtime.interfaces import (
+    DELETE_POST,
+    REMOVE_HOME_TIMELINE,
+    REMOVE_USER_TIMELINE,
+    ComposedText,
+    HomeTimelineClient,
+    MediaClient,
+    Method,
+    PostIdAnswer,
+    PostStorageClient,
+    TextClient,
+    UniqueIdClient,
+    UserClient,
+    UserTimelineClient,
+)
 from socialbench.runtime.models import (
     MAX_ITEMS,
     Creator,
@@ -37,14 +52,11 @@ from socialbench.runtime.models import (
     Post,
     PostType,
     Text,
-    Url,
-    UserMention,
     Username,
     check_media_lists,
     check_post_size,
     now_ms,
 )
-from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.web import failure_prefix, form_args, parse_int, require, text
 
 # The original's prefix, spelling included.
@@ -59,13 +71,13 @@ class ComposePostService:
     """The service's logic: calls to the services a post is made of and stored by."""
 
     def __init__(self, context: ServiceContext) -> None:
-        self.text = context.rpc["text"]
-        self.user = context.rpc["user"]
-        self.media = context.rpc["media"]
-        self.unique_id = context.rpc["unique-id"]
-        self.post_storage = context.rpc["post-storage"]
-        self.user_timeline = context.rpc["user-timeline"]
-        self.home_timeline = context.rpc["home-timeline"]
+        self.text = TextClient(context.rpc["text"])
+        self.user = UserClient(context.rpc["user"])
+        self.media = MediaClient(context.rpc["media"])
+        self.unique_id = UniqueIdClient(context.rpc["unique-id"])
+        self.post_storage = PostStorageClient(context.rpc["post-storage"])
+        self.user_timeline = UserTimelineClient(context.rpc["user-timeline"])
+        self.home_timeline = HomeTimelineClient(context.rpc["home-timeline"])
         self.errors = context.errors
 
     async def setup(self) -> None:
@@ -85,18 +97,14 @@ class ComposePostService:
         # nor stored (url-shorten stores the urls of the text) for a post refused anyway.
         check_media_lists(media_ids, media_types)
         check_post_size(username, text, media_ids, media_types)
-        text_answer, creator_answer, media_answer, id_answer = await asyncio.gather(
-            self.text.call("compose_text", {"text": text}),
-            self.user.call(
-                "compose_creator_with_user_id", {"user_id": user_id, "username": username}
-            ),
-            self.media.call("compose_media", {"media_ids": media_ids, "media_types": media_types}),
-            self.unique_id.call("compose_unique_id", {}),
+        composed, creator, media, post_id = await asyncio.gather(
+            self.text.compose(text),
+            self.user.compose_creator(user_id, username),
+            self.media.compose(media_ids, media_types),
+            self.unique_id.compose(),
         )
         timestamp = now_ms()
-        post = build_post(
-            id_answer, creator_answer, text_answer, media_answer, timestamp, post_type
-        )
+        post = build_post(post_id, creator, composed, media, timestamp, post_type)
         await self._publish(post, user_id, timestamp)
         return post.post_id
 
@@ -107,16 +115,9 @@ class ComposePostService:
         try:
             # All three are waited for, failed or not, so none lands after the undo.
             results = await asyncio.gather(
-                self.post_storage.call("store_post", {"post": post.model_dump(mode="json")}),
-                self.user_timeline.call(
-                    "write_user_timeline",
-                    {"user_id": user_id, "post_id": post_id, "timestamp": timestamp},
-                ),
-                self.home_timeline.call(
-                    "write_home_timeline",
-                    {"user_id": user_id, "post_id": post_id, "timestamp": timestamp,
-                     "user_mentions_id": mentioned},
-                ),
+                self.post_storage.store(post),
+                self.user_timeline.write(user_id, post_id, timestamp),
+                self.home_timeline.write(user_id, post_id, timestamp, mentioned),
                 return_exceptions=True,
             )
         except BaseException:
@@ -137,51 +138,43 @@ class ComposePostService:
         no post, and reads leave it out. Every removal is made, whatever the others did.
         """
         await asyncio.gather(
-            self._remove(self.user_timeline, "remove_user_timeline",
-                         {"user_id": user_id, "post_id": post_id}),
-            self._remove(self.home_timeline, "remove_home_timeline",
-                         {"user_id": user_id, "post_id": post_id,
-                          "user_mentions_id": mentioned}),
+            self._remove(post_id, REMOVE_USER_TIMELINE,
+                         self.user_timeline.remove(user_id, post_id)),
+            self._remove(post_id, REMOVE_HOME_TIMELINE,
+                         self.home_timeline.remove(user_id, post_id, mentioned)),
         )
         if post:
-            await self._remove(self.post_storage, "delete_post", {"post_id": post_id})
+            await self._remove(post_id, DELETE_POST, self.post_storage.delete(post_id))
 
-    async def _remove(self, neighbour: Neighbour, method: str, payload: dict[str, Any]) -> None:
+    async def _remove(
+        self, post_id: int, method: Method[..., Any], removal: Awaitable[None]
+    ) -> None:
         """One idempotent removal; a failure is logged and counted, not raised."""
         try:
-            await neighbour.call(method, payload)
+            await removal
         except Exception as error:
             self.errors[COMPENSATION_FAILED] += 1
-            log.error(
-                "undoing the compose of post %s: %s %s failed, left as it is: %s",
-                payload["post_id"], neighbour.name, method, error,
-            )
+            log.error("undoing the compose of post %s: %s %s failed, left as it is: %s",
+                      post_id, method.service, method.name, error)
 
 
 def build_post(
-    id_answer: Any,
-    creator_answer: Any,
-    text_answer: Any,
-    media_answer: Any,
+    post_id: str,
+    creator: Creator,
+    composed: ComposedText,
+    media: list[Media],
     timestamp: int,
     post_type: PostType,
 ) -> Post:
     """The post made of the neighbours' answers (ids as strings, as the front end has them)."""
-    creator = creator_answer["creator"]
     return Post(
-        post_id=str(id_answer["post_id"]),
-        creator=Creator(user_id=str(creator["user_id"]), username=creator["username"]),
+        post_id=post_id,
+        creator=creator,
         req_id=str(random.getrandbits(63)),
-        text=text_answer["text"],
-        user_mentions=[
-            UserMention(user_id=str(mention["user_id"]), username=mention["username"])
-            for mention in text_answer["user_mentions"]
-        ],
-        media=[
-            Media(media_id=str(media["media_id"]), media_type=media["media_type"])
-            for media in media_answer["media"]
-        ],
-        urls=[Url(**url) for url in text_answer["urls"]],
+        text=composed.text,
+        user_mentions=composed.user_mentions,
+        media=media,
+        urls=composed.urls,
         timestamp=str(timestamp),
         post_type=post_type,
     )
@@ -201,12 +194,12 @@ class ComposePostRequest(BaseModel):
 
 
 @router.post("/compose_post")
-async def compose_post(body: ComposePostRequest, service: ComposePostDep) -> Response:
+async def compose_post(body: ComposePostRequest, service: ComposePostDep) -> PostIdAnswer:
     """Compose a new post; its id."""
     post_id = await service.compose(
         body.username, body.user_id, body.text, body.media_ids, body.media_types, body.post_type
     )
-    return JSONResponse({"post_id": post_id})
+    return PostIdAnswer(post_id=post_id)
 
 
 # Front-end routes (behind nginx), as the original's Lua scripts.

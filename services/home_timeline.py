@@ -20,13 +20,20 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
-from socialbench.runtime.jsonio import JSONResponse, json_bytes
-from socialbench.runtime.models import MAX_ITEMS, Id, Timestamp
+from socialbench.runtime.interfaces import (
+    EMPTY,
+    Empty,
+    PostsAnswer,
+    PostStorageClient,
+    RemoveHomeTimelineRequest,
+    SocialGraphClient,
+    WriteHomeTimelineRequest,
+)
+from socialbench.runtime.jsonio import json_bytes
 from socialbench.runtime.redis_client import Arg
 from socialbench.runtime.timelines import (
     ReadRequest,
@@ -57,8 +64,8 @@ class HomeTimelineService:
 
     def __init__(self, context: ServiceContext) -> None:
         self.redis = context.stores.require_redis()
-        self.post_storage = context.rpc["post-storage"]
-        self.social_graph = context.rpc["social-graph"]
+        self.post_storage = PostStorageClient(context.rpc["post-storage"])
+        self.social_graph = SocialGraphClient(context.rpc["social-graph"])
 
     async def setup(self) -> None:
         return None
@@ -81,8 +88,8 @@ class HomeTimelineService:
 
     async def _recipients(self, user_id: int, user_mentions_id: list[int]) -> set[int]:
         """Who gets a post of ``user_id``: its followers and mentions, not its author."""
-        answer = await self.social_graph.call("get_followers", {"user_id": user_id})
-        return recipients_of(user_id, answer["user_ids"], user_mentions_id)
+        followers = await self.social_graph.followers(user_id)
+        return recipients_of(user_id, followers, user_mentions_id)
 
     async def write_many(self, posts: Sequence[tuple[int, int, int, list[int]]]) -> None:
         """Put each ``(user_id, post_id, timestamp, user_mentions_id)`` in the home
@@ -93,10 +100,10 @@ class HomeTimelineService:
         for user_id, post_id, timestamp, user_mentions_id in posts:
             by_author[user_id].append((post_id, timestamp, user_mentions_id))
         answers = await asyncio.gather(*(
-            self.social_graph.call("get_followers", {"user_id": author}) for author in by_author))
+            self.social_graph.followers(author) for author in by_author))
         writes = []
-        for (author, its_posts), answer in zip(by_author.items(), answers, strict=True):
-            everyone = recipients_of(author, answer["user_ids"], ())
+        for (author, its_posts), followers in zip(by_author.items(), answers, strict=True):
+            everyone = recipients_of(author, followers, ())
             members: list[Arg] = [arg for post_id, timestamp, _ in its_posts
                                   for arg in (timestamp, post_id)]
             writes.append(self._each_timeline(everyone, ["ZADD", *members]))
@@ -120,34 +127,25 @@ HomeTimelineDep = Annotated[HomeTimelineService, Depends(service_logic)]
 router = APIRouter()
 
 
-class WriteRequest(BaseModel):
-    user_id: Id
-    post_id: Id
-    timestamp: Timestamp
-    user_mentions_id: Annotated[list[Id], Field(max_length=MAX_ITEMS)] = []
-
-
-class RemoveRequest(BaseModel):
-    user_id: Id
-    post_id: Id
-    user_mentions_id: Annotated[list[Id], Field(max_length=MAX_ITEMS)] = []
-
-
 @router.post("/write_home_timeline")
-async def write_home_timeline(body: WriteRequest, service: HomeTimelineDep) -> Response:
+async def write_home_timeline(
+    body: WriteHomeTimelineRequest, service: HomeTimelineDep
+) -> Empty:
     """Fan a new post out to its author's followers and the users it mentions."""
     await service.write(body.user_id, body.post_id, body.timestamp, body.user_mentions_id)
-    return JSONResponse({})
+    return EMPTY
 
 
 @router.post("/remove_home_timeline")
-async def remove_home_timeline(body: RemoveRequest, service: HomeTimelineDep) -> Response:
+async def remove_home_timeline(
+    body: RemoveHomeTimelineRequest, service: HomeTimelineDep
+) -> Empty:
     """Take a post out of the home timelines it was fanned out to (undoing a failed compose)."""
     await service.remove(body.user_id, body.post_id, body.user_mentions_id)
-    return JSONResponse({})
+    return EMPTY
 
 
-@router.post("/read_home_timeline")
+@router.post("/read_home_timeline", response_model=PostsAnswer)
 async def read_home_timeline(body: ReadRequest, service: HomeTimelineDep) -> Response:
     """Posts [start, stop) of the user's home timeline, newest first."""
     return json_bytes(posts_answer(await service.read(body.user_id, body.start, body.stop)))

@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.responses import Response
@@ -40,7 +40,8 @@ from socialbench.runtime.errors import (
     PayloadTooLarge,
     StoreError,
 )
-from socialbench.runtime.models import MAX_ITEMS, Media, Name, check_media_lists
+from socialbench.runtime.interfaces import ComposeMediaRequest, MediaAnswer
+from socialbench.runtime.models import Media, check_media_lists
 from socialbench.runtime.mongodb_client import DuplicateKeyError
 from socialbench.runtime.pipelining import StoreClientError
 from socialbench.runtime.web import failure_prefix, form_args, require
@@ -179,15 +180,6 @@ class MediaService:
 
 MediaDep = Annotated[MediaService, Depends(service_logic)]
 router = APIRouter()
-
-
-class ComposeMediaRequest(BaseModel):
-    media_ids: Annotated[list[Name], Field(max_length=MAX_ITEMS)]
-    media_types: Annotated[list[Name], Field(max_length=MAX_ITEMS)]
-
-
-class MediaAnswer(BaseModel):
-    media: list[Media]
 
 
 class UploadAnswer(BaseModel):

@@ -15,14 +15,22 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.cache_aside import Cache
 from socialbench.runtime.errors import Conflict, InvalidArgument, NotFound
+from socialbench.runtime.interfaces import (
+    EMPTY,
+    DeletePostRequest,
+    Empty,
+    PostsAnswer,
+    ReadPostsRequest,
+    StorePostRequest,
+)
 from socialbench.runtime.jsonio import json_bytes
-from socialbench.runtime.models import MAX_READ_IDS, Id, Post
+from socialbench.runtime.models import Id, Post
 from socialbench.runtime.mongodb_client import DuplicateKeyError
 
 
@@ -123,27 +131,15 @@ PostStorageDep = Annotated[PostStorageService, Depends(service_logic)]
 router = APIRouter()
 
 
-class StorePostRequest(BaseModel):
-    post: Post
-
-
 class ReadPostRequest(BaseModel):
     post_id: Id
 
 
-class ReadPostsRequest(BaseModel):
-    post_ids: Annotated[list[Id], Field(max_length=MAX_READ_IDS)]
-
-
-class DeletePostRequest(BaseModel):
-    post_id: Id
-
-
 @router.post("/store_post")
-async def store_post(body: StorePostRequest, service: PostStorageDep) -> Response:
+async def store_post(body: StorePostRequest, service: PostStorageDep) -> Empty:
     """Store a new post; 409 if its id is taken."""
     await service.store_post(body.post)
-    return json_bytes(b"{}")
+    return EMPTY
 
 
 @router.post("/read_post")
@@ -152,17 +148,17 @@ async def read_post(body: ReadPostRequest, service: PostStorageDep) -> Response:
     return json_bytes(b'{"post":' + await service.read_post_json(body.post_id) + b"}")
 
 
-@router.post("/read_posts")
+@router.post("/read_posts", response_model=PostsAnswer)
 async def read_posts(body: ReadPostsRequest, service: PostStorageDep) -> Response:
     """Posts in the order asked, duplicates once, unknown ids left out."""
     return json_bytes(b'{"posts":' + await service.read_posts_json(body.post_ids) + b"}")
 
 
 @router.post("/delete_post")
-async def delete_post(body: DeletePostRequest, service: PostStorageDep) -> Response:
+async def delete_post(body: DeletePostRequest, service: PostStorageDep) -> Empty:
     """Delete a post (undoing a failed compose); a post not stored is no error."""
     await service.delete_post(body.post_id)
-    return json_bytes(b"{}")
+    return EMPTY
 
 
 def create_app() -> FastAPI:

@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import BaseModel, ValidationError
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
-from socialbench.runtime.errors import NeighbourError
-from socialbench.runtime.models import (
-    Text,
-    Url,
-    UrlsAnswer,
-    UserMention,
-    UserMentionsAnswer,
-    check_items,
+from socialbench.runtime.interfaces import (
+    ComposedText,
+    ComposeTextRequest,
+    UrlShortenClient,
+    UserMentionClient,
 )
+from socialbench.runtime.models import Url, UserMention, check_items
 
 MENTION = re.compile(r"@[A-Za-z0-9_-]+")
 URL = re.compile(r"(?:http|https)://[A-Za-z0-9_!~*'().&=+$%-]+")
@@ -47,18 +44,12 @@ def with_short_urls(text: str, short_urls: list[Url]) -> str:
     return URL.sub(lambda _: next(shortened).shortened_url, text)
 
 
-class ComposedText(BaseModel):
-    text: str
-    user_mentions: list[UserMention]
-    urls: list[Url]
-
-
 class TextService:
     """The service's logic: parse, ask the neighbours, rewrite."""
 
     def __init__(self, context: ServiceContext) -> None:
-        self.url_shorten = context.rpc["url-shorten"]
-        self.user_mention = context.rpc["user-mention"]
+        self.url_shorten = UrlShortenClient(context.rpc["url-shorten"])
+        self.user_mention = UserMentionClient(context.rpc["user-mention"])
 
     async def setup(self) -> None:
         return None
@@ -73,42 +64,14 @@ class TextService:
                             urls=short_urls)
 
     async def _user_mentions(self, usernames: list[str]) -> list[UserMention]:
-        if not usernames:
-            return []
-        answer = await self.user_mention.call("compose_user_mentions", {"usernames": usernames})
-        return _parse(UserMentionsAnswer, answer, "user-mention").user_mentions
+        return await self.user_mention.compose(usernames) if usernames else []
 
     async def _shorten(self, urls: list[str]) -> list[Url]:
-        if not urls:
-            return []
-        answer = await self.url_shorten.call("compose_urls", {"urls": urls})
-        pairs = _parse(UrlsAnswer, answer, "url-shorten").urls
-        if len(pairs) != len(urls):
-            raise _bad_answer("url-shorten", f"{len(pairs)} short urls for {len(urls)} urls")
-        return pairs
-
-
-AnswerT = TypeVar("AnswerT", bound=BaseModel)
-
-
-def _parse(model: type[AnswerT], answer: Any, neighbour: str) -> AnswerT:
-    try:
-        return model.model_validate(answer)
-    except ValidationError as exc:
-        raise _bad_answer(neighbour, str(exc)) from None
-
-
-def _bad_answer(neighbour: str, problem: str) -> NeighbourError:
-    return NeighbourError(f"{neighbour}: unexpected answer: {problem}", status_code=502,
-                          remote_kind="BadAnswer")
+        return await self.url_shorten.compose(urls) if urls else []
 
 
 TextDep = Annotated[TextService, Depends(service_logic)]
 router = APIRouter()
-
-
-class ComposeTextRequest(BaseModel):
-    text: Text
 
 
 @router.post("/compose_text")

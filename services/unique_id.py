@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import StoreError
+from socialbench.runtime.interfaces import PostIdAnswer
 from socialbench.runtime.models import now_ms
 
 EPOCH_MS = 1514764800000  # 2018-01-01T00:00:00Z
@@ -91,9 +92,9 @@ router = APIRouter()
 
 
 @router.post("/compose_unique_id")
-async def compose_unique_id(service: UniqueIdDep) -> dict[str, str]:
+async def compose_unique_id(service: UniqueIdDep) -> PostIdAnswer:
     """A new post id (as a string: it does not fit in a JavaScript number)."""
-    return {"post_id": str(service.generator.next_id())}
+    return PostIdAnswer(post_id=str(service.generator.next_id()))
 
 
 def create_app() -> FastAPI:

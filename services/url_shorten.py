@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.errors import NotFound, StoreError
-from socialbench.runtime.models import MAX_ITEMS, Text, Url, UrlsAnswer
+from socialbench.runtime.interfaces import ComposeUrlsRequest, UrlsAnswer
+from socialbench.runtime.models import MAX_ITEMS, Url
 from socialbench.runtime.mongodb_client import DuplicateKeyError
 from socialbench.runtime.web import failure_prefix, form_args, require
 
@@ -80,10 +81,6 @@ class UrlShortenService:
 
 UrlShortenDep = Annotated[UrlShortenService, Depends(service_logic)]
 router = APIRouter()
-
-
-class ComposeUrlsRequest(BaseModel):
-    urls: Annotated[list[Text], Field(max_length=MAX_ITEMS)]
 
 
 class ExpandUrlsRequest(BaseModel):

@@ -33,6 +33,13 @@ from socialbench.runtime.errors import (
     StoreError,
     Unauthorized,
 )
+from socialbench.runtime.interfaces import (
+    CreatorAnswer,
+    CreatorRequest,
+    SocialGraphClient,
+    UserIdAnswer,
+    UsernameRequest,
+)
 from socialbench.runtime.models import (
     MAX_PASSWORD_BYTES,
     MAX_PERSON_NAME_BYTES,
@@ -97,7 +104,7 @@ class UserService:
 
     def __init__(self, context: ServiceContext) -> None:
         self.settings = context.settings
-        self.social_graph = context.rpc["social-graph"]
+        self.social_graph = SocialGraphClient(context.rpc["social-graph"])
         self.cache = Cache(context.stores.require_memcached(), context.errors)
         self.users = context.stores.require_mongodb()["user"]["user"]
 
@@ -129,7 +136,7 @@ class UserService:
                     raise Conflict(f"User id {user_id} already existed") from None
                 continue  # two made-up ids met: draw another
             await self._warm_cache(username, candidate, profile)
-            await self.social_graph.call("insert_user", {"user_id": candidate})
+            await self.social_graph.insert_user(candidate)
             return candidate
         raise StoreError(f"no free user id after {MAX_ID_ATTEMPTS} attempts")
 
@@ -209,25 +216,8 @@ class LoginRequest(BaseModel):
     password: Password
 
 
-class CreatorRequest(BaseModel):
-    user_id: Id
-    username: Username
-
-
-class UsernameRequest(BaseModel):
-    username: str
-
-
-class UserIdAnswer(BaseModel):
-    user_id: int
-
-
 class TokenAnswer(BaseModel):
     token: str
-
-
-class CreatorAnswer(BaseModel):
-    creator: Creator
 
 
 @router.post("/register_user")

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import BaseModel, Field
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.cache_aside import Cache
-from socialbench.runtime.models import MAX_ITEMS, UserMention, UserMentionsAnswer
+from socialbench.runtime.interfaces import ComposeUserMentionsRequest, UserMentionsAnswer
+from socialbench.runtime.models import UserMention
 from socialbench.runtime.stores import user_id_cache_key
 
 
@@ -52,10 +52,6 @@ class UserMentionService:
 
 UserMentionDep = Annotated[UserMentionService, Depends(service_logic)]
 router = APIRouter()
-
-
-class ComposeUserMentionsRequest(BaseModel):
-    usernames: Annotated[list[str], Field(max_length=MAX_ITEMS)]
 
 
 @router.post("/compose_user_mentions")

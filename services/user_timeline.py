@@ -16,13 +16,19 @@ from collections.abc import Sequence
 from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from pydantic import BaseModel
 from starlette.responses import Response
 
 from socialbench.runtime.app import ServiceContext, create_service_app, service_logic
 from socialbench.runtime.auth import CurrentUser
-from socialbench.runtime.jsonio import JSONResponse, json_bytes
-from socialbench.runtime.models import Id, Timestamp
+from socialbench.runtime.interfaces import (
+    EMPTY,
+    Empty,
+    PostsAnswer,
+    PostStorageClient,
+    RemoveUserTimelineRequest,
+    WriteUserTimelineRequest,
+)
+from socialbench.runtime.jsonio import json_bytes
 from socialbench.runtime.singleflight import SingleFlight
 from socialbench.runtime.stores import flag_fresh_cache
 from socialbench.runtime.timelines import (
@@ -44,7 +50,7 @@ class UserTimelineService:
     def __init__(self, context: ServiceContext) -> None:
         self.entries = context.stores.require_mongodb()["user-timeline"]["user-timeline"]
         self.redis = context.stores.require_redis()
-        self.post_storage = context.rpc["post-storage"]
+        self.post_storage = PostStorageClient(context.rpc["post-storage"])
         self._loads: SingleFlight[int, Refill] = SingleFlight()
 
     async def setup(self) -> None:
@@ -133,32 +139,25 @@ UserTimelineDep = Annotated[UserTimelineService, Depends(service_logic)]
 router = APIRouter()
 
 
-class WriteRequest(BaseModel):
-    user_id: Id
-    post_id: Id
-    timestamp: Timestamp
-
-
-class RemoveRequest(BaseModel):
-    user_id: Id
-    post_id: Id
-
-
 @router.post("/write_user_timeline")
-async def write_user_timeline(body: WriteRequest, service: UserTimelineDep) -> Response:
+async def write_user_timeline(
+    body: WriteUserTimelineRequest, service: UserTimelineDep
+) -> Empty:
     """Add a post to its creator's timeline."""
     await service.write(body.user_id, body.post_id, body.timestamp)
-    return JSONResponse({})
+    return EMPTY
 
 
 @router.post("/remove_user_timeline")
-async def remove_user_timeline(body: RemoveRequest, service: UserTimelineDep) -> Response:
+async def remove_user_timeline(
+    body: RemoveUserTimelineRequest, service: UserTimelineDep
+) -> Empty:
     """Remove a post from its creator's timeline (undoing a failed compose); idempotent."""
     await service.remove(body.user_id, body.post_id)
-    return JSONResponse({})
+    return EMPTY
 
 
-@router.post("/read_user_timeline")
+@router.post("/read_user_timeline", response_model=PostsAnswer)
 async def read_user_timeline(body: ReadRequest, service: UserTimelineDep) -> Response:
     """Posts [start, stop) of the user's timeline, newest first."""
     return json_bytes(posts_answer(await service.read(body.user_id, body.start, body.stop)))

@@ -111,16 +111,6 @@ class Url(BaseModel):
     expanded_url: Text
 
 
-# The answers of url-shorten and user-mention, which text reads (no docstrings: they
-# would become descriptions in the services' OpenAPI).
-class UrlsAnswer(BaseModel):
-    urls: list[Url]
-
-
-class UserMentionsAnswer(BaseModel):
-    user_mentions: list[UserMention]
-
-
 class Post(BaseModel):
     post_id: IdText
     creator: Creator

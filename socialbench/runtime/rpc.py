@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 from opentelemetry.trace import SpanKind, Tracer
+from pydantic import BaseModel
 
 from socialbench.runtime.errors import (
     CLIENT_ERRORS_BY_KIND,
@@ -150,8 +151,9 @@ class Neighbour:
         return orjson.loads(body) if body else None
 
     async def call_raw(self, method: str, payload: Any = None) -> bytes:
-        """POST ``payload`` as JSON to ``/<method>``; the answer's JSON as bytes, undecoded."""
-        data = orjson.dumps(payload)
+        """POST ``payload`` (a pydantic model, or what orjson encodes) as JSON to
+        ``/<method>``; the answer's JSON as bytes, undecoded."""
+        data = encode(payload)
         if self._tracer is None or not in_traced_request():
             return await self._post(method, data, b"")
         with self._tracer.start_as_current_span(
@@ -293,6 +295,19 @@ class Neighbour:
         self._idle.clear()
 
 
+def encode(payload: Any) -> bytes:
+    """``payload`` as JSON, by orjson; a pydantic model in it as its fields (the JSON of
+    its ``model_dump_json()`` for a model without aliases or serializers, as all of the
+    runtime's are: tests/runtime/test_interfaces.py)."""
+    return orjson.dumps(payload, default=_model_fields)
+
+
+def _model_fields(value: Any) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        return value.__dict__
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def _time_out(answer: asyncio.Future[tuple[int, bytes]]) -> None:
     if not answer.done():
         answer.set_exception(NeighbourTimeout("no answer in time"))
@@ -314,8 +329,8 @@ def _error_from_answer(name: str, method: str, status: int, body: bytes) -> Exce
 class RPCClient:
     """One :class:`Neighbour` per neighbour service of this process (the registry's list).
 
-    Services call a neighbour through its :class:`Neighbour`:
-    ``await self.post_storage.call("read_posts", {...})``.
+    Services call a neighbour through its typed client
+    (:mod:`socialbench.runtime.interfaces`), which calls its :class:`Neighbour`.
     """
 
     def __init__(

@@ -14,8 +14,8 @@ import orjson
 from pydantic import BaseModel, Field
 
 from socialbench.runtime.errors import InvalidArgument
+from socialbench.runtime.interfaces import PostStorageClient
 from socialbench.runtime.models import MAX_READ_IDS, Id
-from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.web import parse_int
 
 MAX_TIMELINE_INDEX = 1 << 31
@@ -80,7 +80,7 @@ def posts_array(answer: bytes) -> bytes:
     return orjson.dumps(orjson.loads(answer)["posts"])
 
 
-async def read_posts(post_storage: Neighbour, post_ids: list[int]) -> bytes:
+async def read_posts(post_storage: PostStorageClient, post_ids: list[int]) -> bytes:
     """The JSON array of the posts of ``post_ids`` from post-storage, in that order.
 
     No call for none; a long page is asked in concurrent calls of at most
@@ -89,9 +89,9 @@ async def read_posts(post_storage: Neighbour, post_ids: list[int]) -> bytes:
     if not post_ids:
         return b"[]"
     if len(post_ids) <= MAX_READ_IDS:
-        return posts_array(await post_storage.call_raw("read_posts", {"post_ids": post_ids}))
+        return posts_array(await post_storage.read_posts_json(post_ids))
     answers = await asyncio.gather(*(
-        post_storage.call_raw("read_posts", {"post_ids": post_ids[i:i + MAX_READ_IDS]})
+        post_storage.read_posts_json(post_ids[i:i + MAX_READ_IDS])
         for i in range(0, len(post_ids), MAX_READ_IDS)
     ))
     items = (posts_array(answer)[1:-1] for answer in answers)

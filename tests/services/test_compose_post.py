@@ -58,11 +58,11 @@ class FakeNeighbours:
     async def answer(self, method: str, body: dict[str, Any]) -> Any:
         if method == "compose_text":
             return {"text": body["text"].replace("http://example.com", "http://short-url/a"),
-                    "user_mentions": [{"user_id": 8, "username": "username_8"}],
+                    "user_mentions": [{"user_id": "8", "username": "username_8"}],
                     "urls": [{"shortened_url": "http://short-url/a",
                               "expanded_url": "http://example.com"}]}
         if method == "compose_creator_with_user_id":
-            return {"creator": {"user_id": body["user_id"], "username": body["username"]}}
+            return {"creator": {"user_id": str(body["user_id"]), "username": body["username"]}}
         if method == "compose_media":
             return {"media": [{"media_id": i, "media_type": t}
                               for i, t in zip(body["media_ids"], body["media_types"],
@@ -345,10 +345,10 @@ class RealNeighbours:
         async def call(method: str, request: Request) -> Any:
             body = await request.json()
             if method == "compose_text":
-                mention = {"user_id": self.mentioned, "username": f"username_{self.mentioned}"}
+                mention = {"user_id": str(self.mentioned), "username": f"username_{self.mentioned}"}
                 return {"text": body["text"], "user_mentions": [mention], "urls": []}
             if method == "compose_creator_with_user_id":
-                return {"creator": {"user_id": body["user_id"], "username": body["username"]}}
+                return {"creator": {"user_id": str(body["user_id"]), "username": body["username"]}}
             if method == "compose_media":
                 return {"media": []}
             if method == "compose_unique_id":

@@ -39,7 +39,7 @@ class Recorder:
             if method == "compose_text":
                 return {"text": body["text"], "user_mentions": [], "urls": []}
             if method == "compose_creator_with_user_id":
-                return {"creator": {"user_id": body["user_id"], "username": body["username"]}}
+                return {"creator": {"user_id": str(body["user_id"]), "username": body["username"]}}
             if method == "compose_media":
                 return {"media": []}
             if method == "compose_unique_id":

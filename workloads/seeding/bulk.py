@@ -30,9 +30,17 @@ from socialbench.registry import ServiceSpec
 from socialbench.runtime.app import ServiceContext, service_logic, strict_json_body
 from socialbench.runtime.dispatch import InternalRoute, find_internal_routes
 from socialbench.runtime.errors import Conflict
-from socialbench.runtime.models import Post, PostType, check_media_lists, check_post_size, now_ms
+from socialbench.runtime.interfaces import ComposedText
+from socialbench.runtime.models import (
+    Creator,
+    Post,
+    PostType,
+    check_media_lists,
+    check_post_size,
+    now_ms,
+)
 from socialbench.runtime.mongodb_client import DuplicateKeyError
-from socialbench.runtime.rpc import RPCClient
+from socialbench.runtime.rpc import RPCClient, encode
 from socialbench.runtime.settings import Settings
 from socialbench.runtime.stores import Stores
 from socialbench.services import (
@@ -214,7 +222,7 @@ class LocalNeighbour:
         kwargs: dict[str, Any] = {}
         if route.model is not None and route.body_name is not None:
             kwargs[route.body_name] = route.model.model_validate_json(
-                orjson.dumps(payload if payload is not None else {}))
+                encode(payload if payload is not None else {}))
         if route.logic_name is not None:
             kwargs[route.logic_name] = logic
         result = await route.endpoint(**kwargs)
@@ -328,7 +336,7 @@ class InProcessServices:
             mentions_of = await self.logic["user-mention"].mentions(names)
         if urls:
             short_urls = await self.logic["url-shorten"].shorten(urls)
-        known = {mention.username: mention.model_dump() for mention in mentions_of}
+        known = {mention.username: mention for mention in mentions_of}
         generator = self.logic["unique-id"].generator
         built: list[tuple[Post, int, list[int]]] = []
         offset = 0
@@ -337,17 +345,15 @@ class InProcessServices:
             offset += len(post_urls)
             check_media_lists(post.media_ids, post.media_types)
             check_post_size(post.username, post.text, post.media_ids, post.media_types)
-            text_answer = {"text": text.with_short_urls(post.text, mine),
-                           "user_mentions": [known[n] for n in usernames if n in known],
-                           "urls": [url.model_dump() for url in mine]}
-            media_answer = {"media": [m.model_dump() for m in
-                                      media.MediaService.compose(post.media_ids,
-                                                                 post.media_types)]}
-            creator_answer = {"creator": {"user_id": post.user_id, "username": post.username}}
+            composed = ComposedText(text=text.with_short_urls(post.text, mine),
+                                    user_mentions=[known[n] for n in usernames if n in known],
+                                    urls=mine)
+            creator = Creator(user_id=str(post.user_id), username=post.username)
             timestamp = now_ms()
-            made = compose_post.build_post({"post_id": str(generator.next_id())},
-                                           creator_answer, text_answer, media_answer,
-                                           timestamp, PostType(post.post_type))
+            made = compose_post.build_post(
+                str(generator.next_id()), creator, composed,
+                media.MediaService.compose(post.media_ids, post.media_types),
+                timestamp, PostType(post.post_type))
             built.append((made, post.user_id, [int(m.user_id) for m in made.user_mentions]))
         published = [Published(int(made.post_id), author, mentioned)
                      for made, author, mentioned in built]
