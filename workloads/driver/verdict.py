@@ -148,6 +148,10 @@ def judge_driver(workers: Sequence[WorkerLoad], host: HostLoad | None, lag_p99_u
     )
 
 
+UNTRUSTED = ("the driver's result cannot be trusted (out of CPU, or send lag over "
+             f"{MATERIAL_LAG_SHARE:.0%} of the SLA)")  # the stop rule, in the ramp's words
+
+
 def rules_text(sla: bool = True) -> str:
     """The rules above in a sentence or three, for reports (the thresholds from here)."""
     reference = ("the tightest SLA threshold (lag only adds to latencies counted from the "

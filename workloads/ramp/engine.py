@@ -184,6 +184,11 @@ class Verdict:
         return not self.failures
 
 
+def tightest_sla(slas: Sequence[Sla]) -> Sla:
+    """The SLA with the lowest threshold: the one the driver's send lag is judged against."""
+    return min(slas, key=lambda sla: sla.threshold_ms)
+
+
 def sla_values_ms(result: LoadResult, slas: Sequence[Sla]) -> dict[str, float]:
     """Each SLA's percentile of the step's latency (from the intended send time), in ms."""
     return {sla.key: result.latency.percentile_us(sla.percentile) / 1000 for sla in slas}
@@ -204,7 +209,7 @@ def driver_doubts(result: LoadResult, slas: Sequence[Sla]) -> list[str]:
     doubts = []
     if driver.verdict is Contention.DRIVER_CPU:
         doubts.append(f"{driver.explanation}; {driver.advice}")
-    tightest = min(slas, key=lambda sla: sla.threshold_ms)
+    tightest = tightest_sla(slas)
     if lag_is_material(driver.send_lag_p99_ms * 1000, tightest.threshold_ms * 1000):
         doubts.append(
             f"send lag p99 {format_ms(driver.send_lag_p99_ms)} is "

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.text import Text
 
 from socialbench.workloads.driver import SecondStats
-from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE, Contention
+from socialbench.workloads.driver.verdict import UNTRUSTED, Contention
 from socialbench.workloads.ramp.engine import (
     RampObserver,
     RampRun,
@@ -223,7 +223,6 @@ def print_headline(result: RampReport, console: Console) -> None:
         console.print("[yellow]Caveat: on a contended host the latencies include the driver's "
                       "waits for a CPU (each step's advice is in the report).[/]")
     if summary.saturated_steps:
-        console.print(f"[yellow]{summary.saturated_steps} step(s) whose result could not be "
-                      f"trusted (driver out of CPU, or send lag over {MATERIAL_LAG_SHARE:.0%} "
-                      "of the SLA; see the report).[/]")
+        console.print(f"[yellow]{summary.saturated_steps} step(s) where {UNTRUSTED}; see "
+                      "the report.[/]")
     console.print(f"Report: [bold]{result.report}[/]")

@@ -24,6 +24,7 @@ from socialbench.workloads.ramp.engine import (
     RampRun,
     StepRun,
     StopReason,
+    tightest_sla,
 )
 from socialbench.workloads.results.schema import (
     HISTOGRAMS,
@@ -60,7 +61,7 @@ def driver_record(step: StepRun) -> DriverRecord | None:
     driver = step.result.driver
     if driver is None:
         return None
-    tightest_sla_ms = min((sla.threshold_ms for sla in step.slas), default=0.0)
+    tightest_sla_ms = tightest_sla(step.slas).threshold_ms if step.slas else 0.0
     host = driver.host
     waits = [w.wait_share for w in driver.workers if w.wait_share is not None]
     return DriverRecord(

@@ -12,7 +12,7 @@ from rich.console import Console
 from socialbench import __version__
 from socialbench.workloads.check.contents import CheckResult
 from socialbench.workloads.driver.placement import Placement
-from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE
+from socialbench.workloads.driver.verdict import UNTRUSTED
 from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.probes import machine
 from socialbench.workloads.probes.energy import energy_source
@@ -110,8 +110,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
         f"{config.step_duration_s:g} s after {config.warmup_s:g} s warm-up; SLA {slas}; "
         f"stop below {config.min_achieved_ratio:.0%} achieved or above "
         f"{config.max_error_ratio:.1%} errors"
-        + (", or when the driver's result cannot be trusted (out of CPU, or send lag over "
-           f"{MATERIAL_LAG_SHARE:.0%} of the SLA)" if config.stop_on_saturation else "")
+        + (f", or when {UNTRUSTED}" if config.stop_on_saturation else "")
         + (f"; refine to {config.resolution:g} req/s, then confirm for "
            f"{config.confirm_duration:g} s" if config.refine else "")
         + (f"; {config.repeat} repeats" if config.repeat > 1 else "")
