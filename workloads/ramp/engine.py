@@ -184,6 +184,12 @@ class Verdict:
         return not self.failures
 
 
+def sla_text(slas: Sequence[Sla]) -> str:
+    """The SLAs as data, in one order: equal sets of SLAs give equal text."""
+    return " / ".join(str(sla) for sla in sorted(slas, key=lambda s: (s.percentile,
+                                                                       s.threshold_ms)))
+
+
 def tightest_sla(slas: Sequence[Sla]) -> Sla:
     """The SLA with the lowest threshold: the one the driver's send lag is judged against."""
     return min(slas, key=lambda sla: sla.threshold_ms)

@@ -28,7 +28,7 @@ from matplotlib.ticker import FuncFormatter
 from rich.console import Console
 from rich.table import Table
 
-from socialbench.workloads.ramp.engine import format_ms
+from socialbench.workloads.ramp.engine import format_ms, sla_text
 from socialbench.workloads.reports.cache_compare import CacheComparison, compare_cache
 from socialbench.workloads.reports.differences import (
     Difference,
@@ -185,7 +185,7 @@ class Comparison:
                     "label": run.label,
                     "directory": str(run.bundle.directory),
                     "machine": run.machine,
-                    "sla": run.bundle.summary.sla,
+                    "sla": [sla.model_dump() for sla in run.bundle.manifest.config.slas],
                     "max_rate_rps": run.max_rate_rps,
                     "max_rate_ratio": self.rate_ratio(run),
                     "p99_ms": run.p99_ms,
@@ -247,7 +247,7 @@ def headline_rows(comparison: Comparison) -> list[list[str]]:
     """Rows of the headline table (the same printed and rendered)."""
     return [
         [
-            run.label, run.machine, " / ".join(run.bundle.summary.sla),
+            run.label, run.machine, sla_text(run.bundle.manifest.config.slas),
             format_rate(run.max_rate_rps), format_ratio(comparison.rate_ratio(run)),
             format_latency(run.p99_ms), format_ratio(comparison.p99_ratio(run)),
             format_energy(run.joules_per_request), format_ratio(comparison.energy_ratio(run)),

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from socialbench.workloads.ramp.engine import sla_text
 from socialbench.workloads.results.schema import Bundle
 
 DEFAULT_HOST_DRIFT = 0.10
@@ -149,7 +150,7 @@ def _workers(bundle: Bundle) -> str:
 SETTINGS: tuple[tuple[str, Callable[[Bundle], str], bool, str], ...] = (
     ("preset", lambda b: b.manifest.preset.headline() if b.manifest.preset else "none", False,
      "another published procedure, or the same one with other deviations"),
-    ("SLA", lambda b: " / ".join(b.summary.sla), True,
+    ("SLA", lambda b: sla_text(b.manifest.config.slas), True,
      "a max rate at another SLA answers another question"),
     ("workload", lambda b: b.manifest.config.load.workload, True,
      "another mix of requests, another capacity"),
