@@ -159,7 +159,7 @@ def test_a_redis_cluster_release_is_formed_seeded_loaded_and_checked(cluster: Cl
               f"{time.monotonic() - started:.0f} s")
         nodes = cluster.pods("app.kubernetes.io/name=redis")
         assert len(nodes) == 6
-        result = runload(LoadConfig(url=cluster.front_end(), rate=50, duration_s=10,
+        result = run_load(LoadConfig(url=cluster.front_end(), rate=50, duration_s=10,
                                      warmup_s=2, connections=16, processes=1,
                                      workload="mixed", users=200, seed=13))
         assert result.errors.total == 0 and result.completed >= 450, result.errors
