@@ -118,7 +118,7 @@ cluster_running() { node 0; running; }
 # Run a command in the current node's namespaces and cgroups (pids: what `down` kills;
 # cpuset: the node's CPUs).
 in_node() {
-  sh -c 'echo $$ >"$0" && echo $$ >"$1" && shift 2 && exec "$@"' \
+  sh -c 'echo $$ >"$0" && echo $$ >"$1" && shift && exec "$@"' \
     "/sys/fs/cgroup/pids$NODE_CGROUP/cgroup.procs" \
     "/sys/fs/cgroup/cpuset$NODE_CGROUP/cgroup.procs" \
     nsenter --target "$(holder_pid)" --net --mount -- "$@"
