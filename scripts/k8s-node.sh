@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A Kubernetes of one or more nodes on this machine, each in a network namespace of its own:
 #
-#   scripts/k8s-node.sh up [--nodes N] [--client-node] [--stack-cpus LIST] [--client-cpus LIST]
+#   scripts/k8s-node.sh up [--nodes N] [--client-node] [--arm64-node] [--stack-cpus LIST]
+#                          [--client-cpus LIST]
 #                                start it (as root), import the images, print how to reach it
 #   scripts/k8s-node.sh down     stop it, leaving no process, mount, interface, chain or cgroup
 #   scripts/k8s-node.sh env      the variables to reach it: eval "$(scripts/k8s-node.sh env)"
@@ -43,6 +44,12 @@
 # last CPU, the stack's nodes the others (--client-cpus, --stack-cpus; default: all CPUs
 # for every node). Each node carries its CPUs in the annotation socialbench.io/cpus.
 #
+# An arm64 node (--arm64-node: the last stack node) says kubernetes.io/arch=arm64 (its
+# kubelet's --node-labels over the amd64 it would report) and has the arm64 variants of
+# the images (podman's <image>-arm64, scripts/containers/arm64.sh) under the images' own
+# names, run by QEMU through binfmt_misc (Debian's qemu-user-static; the pause image stays
+# amd64). docs/deploy.md, "A mixed-arch cluster", says what containerd makes of it.
+#
 # The pods' and daemons' processes are in the cgroup /socialbench-k8s/node-I (node I's
 # kubelet's cgroupRoot, cgroupfs driver); `down` kills every process there, then the
 # namespaces' holders, which takes the namespaces, and with them every chain, interface
@@ -83,7 +90,8 @@ bin=$(go env GOBIN 2>/dev/null || true); bin=${bin:-$(go env GOPATH 2>/dev/null 
 python=.venv/bin/python
 
 usage() {
-  echo "usage: $0 up [--nodes N] [--client-node] [--stack-cpus LIST] [--client-cpus LIST]" >&2
+  echo "usage: $0 up [--nodes N] [--client-node] [--arm64-node] [--stack-cpus LIST]" \
+       "[--client-cpus LIST]" >&2
   echo "       $0 down|env|status|images|stop-node I|start-node I|cpus I LIST" >&2
   exit 2
 }
@@ -95,6 +103,7 @@ started=$SECONDS
 # included), CLIENT (the client node's index, or empty), and each node's CPUS_<I>.
 NODES=1
 CLIENT=""
+ARM64=""
 cluster_shape() { [ -f "$RUN/cluster.env" ] && . "$RUN/cluster.env"; return 0; }
 
 # Node I's names and addresses, as globals (the functions below work on the current node).
@@ -407,36 +416,51 @@ the_images() {  # every image the chart runs here
 }
 
 save_images() {  # each image from podman into $LIB/images/<image>.tar, once per podman id
-  local pause_dir=$RUN/pause image id archive
+  local pause_dir=$RUN/pause image id archive variant
   mkdir -p "$pause_dir" "$LIB/images"
   gcc -static -Os -o "$pause_dir/pause" scripts/k8s/pause.c
   printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' \
     >"$pause_dir/Containerfile"
   quietly "podman build $PAUSE_IMAGE" podman build -q -t "$PAUSE_IMAGE" "$pause_dir"
+  local variants=("")
+  [ -n "$ARM64" ] && variants+=(-arm64)
   while read -r image; do
-    id=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null) ||
-      die "podman has no image $image: run scripts/build-images.sh"
-    archive=$LIB/images/$(echo "$image" | tr '/:' '__')
-    if [ "$(cat "$archive.id" 2>/dev/null)" != "$id" ]; then
-      quietly "podman save $image" podman save -o "$archive.tar.new" "$image"
-      mv "$archive.tar.new" "$archive.tar"
-      echo "$id" >"$archive.id"
-    fi
+    for variant in "${variants[@]}"; do
+      [ -n "$variant" ] && [ "$image" = "$PAUSE_IMAGE" ] && continue
+      id=$(podman image inspect --format '{{.Id}}' "$image$variant" 2>/dev/null) ||
+        die "podman has no image $image$variant: run scripts/build-images.sh${variant:+ and scripts/containers/arm64.sh}"
+      archive=$LIB/images/$(echo "$image" | tr '/:' '__')$variant
+      if [ "$(cat "$archive.id" 2>/dev/null)" != "$id" ]; then
+        quietly "podman save $image$variant" podman save -o "$archive.tar.new" "$image$variant"
+        mv "$archive.tar.new" "$archive.tar"
+        echo "$id" >"$archive.id"
+      fi
+    done
   done < <(the_images)
 }
 
 import_images() {  # the saved images into the current node's containerd (namespace k8s.io)
-  local image archive stamp
+  local image archive stamp ctr=(ctr --address "$NODE_RUN/containerd.sock" -n k8s.io)
   mkdir -p "$NODE_LIB/imported"
   while read -r image; do
     archive=$LIB/images/$(echo "$image" | tr '/:' '__')
+    if [ "$I" = "$ARM64" ] && [ "$image" != "$PAUSE_IMAGE" ]; then
+      archive=$archive-arm64
+    fi
     stamp=$NODE_LIB/imported/$(basename "$archive")
     if [ "$(cat "$stamp" 2>/dev/null)" = "$(cat "$archive.id")" ] &&
-       ctr --address "$NODE_RUN/containerd.sock" -n k8s.io images ls -q | grep -qxF "$image"; then
+       "${ctr[@]}" images ls -q | grep -qxF "$image"; then
       continue
     fi
-    quietly "import $image into $NODE_NAME" \
-      ctr --address "$NODE_RUN/containerd.sock" -n k8s.io images import "$archive.tar"
+    if [ "$archive" = "$LIB/images/$(echo "$image" | tr '/:' '__')" ]; then
+      quietly "import $image into $NODE_NAME" "${ctr[@]}" images import "$archive.tar"
+    else  # the arm64 variant, under the image's own name
+      quietly "import $image-arm64 into $NODE_NAME as $image" \
+        "${ctr[@]}" images import --platform linux/arm64 "$archive.tar"
+      quietly "tag $image-arm64 as $image" "${ctr[@]}" images tag --force "$image-arm64" "$image"
+    fi
+    # The name now stands for this variant alone.
+    rm -f "$NODE_LIB/imported/$(basename "${archive%-arm64}")"{,-arm64}
     cp "$archive.id" "$stamp"
   done < <(the_images)
 }
@@ -447,6 +471,8 @@ node_agents() {
   if [ "$I" = "$CLIENT" ]; then
     labels+=(--node-labels "$CLIENT_ROLE=client")
     taints+=(--register-with-taints "$CLIENT_ROLE=client:NoSchedule")
+  elif [ "$I" = "$ARM64" ]; then
+    labels+=(--node-labels "$CLIENT_ROLE=stack,kubernetes.io/arch=arm64,beta.kubernetes.io/arch=arm64")
   else
     labels+=(--node-labels "$CLIENT_ROLE=stack")
   fi
@@ -603,8 +629,8 @@ cpu_list() {  # a cpuset list as CPUs, e.g. 0-2,5 -> "0 1 2 5"
   echo "${out[*]}"
 }
 
-shape() {  # NODES CLIENT STACK_CPUS CLIENT_CPUS: each node's CPUs, into $RUN/cluster.env
-  local stack_nodes=$1 client=$2 stack_cpus=$3 client_cpus=$4 all cpus i
+shape() {  # NODES CLIENT ARM64 STACK_CPUS CLIENT_CPUS: the nodes and CPUs, into $RUN/cluster.env
+  local stack_nodes=$1 client=$2 arm64=$3 stack_cpus=$4 client_cpus=$5 all cpus i
   all=$(cat /sys/fs/cgroup/cpuset/cpuset.cpus)
   if [ "$client" = true ]; then
     cpus=($(cpu_list "$all"))
@@ -615,10 +641,13 @@ shape() {  # NODES CLIENT STACK_CPUS CLIENT_CPUS: each node's CPUs, into $RUN/cl
   fi
   NODES=$stack_nodes
   CLIENT=""
+  ARM64=""
+  [ "$arm64" = true ] && ARM64=$((NODES - 1))
   [ "$client" = true ] && { CLIENT=$NODES; NODES=$((NODES + 1)); }
   {
     echo "NODES=$NODES"
     echo "CLIENT=$CLIENT"
+    echo "ARM64=$ARM64"
     for i in $(seq 0 $((NODES - 1))); do
       if [ "$i" = "$CLIENT" ]; then echo "CPUS_$i=${client_cpus:-$all}"
       else echo "CPUS_$i=${stack_cpus:-$all}"; fi
@@ -628,11 +657,12 @@ shape() {  # NODES CLIENT STACK_CPUS CLIENT_CPUS: each node's CPUs, into $RUN/cl
 }
 
 up() {
-  local stack_nodes=1 client=false stack_cpus="" client_cpus="" i
+  local stack_nodes=1 client=false arm64=false stack_cpus="" client_cpus="" i
   while [ $# -gt 0 ]; do
     case "$1" in
       --nodes) stack_nodes=${2:-}; shift 2 ;;
       --client-node) client=true; shift ;;
+      --arm64-node) arm64=true; shift ;;
       --stack-cpus) stack_cpus=${2:-}; shift 2 ;;
       --client-cpus) client_cpus=${2:-}; shift 2 ;;
       *) usage ;;
@@ -645,7 +675,12 @@ up() {
   down >/dev/null
   mkdir -p "$RUN/logs" "$RUN/pki" "$LIB"
   sysctl "${KERNEL_TUNABLES[@]}" | sed 's/ = /=/' >"$LIB/kernel-tunables"
-  shape "$stack_nodes" "$client" "$stack_cpus" "$client_cpus"
+  if [ "$arm64" = true ]; then
+    [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || die "--arm64-node: no QEMU for arm64" \
+      "in binfmt_misc (scripts/containers/arm64.sh registers it)"
+    [ "$stack_nodes" -ge 2 ] || die "--arm64-node: give --nodes 2 or more (node 0 stays amd64)"
+  fi
+  shape "$stack_nodes" "$client" "$arm64" "$stack_cpus" "$client_cpus"
   step "packages and binaries"
   need_packages
   export KUBECONFIG=$RUN/kubeconfig PATH="$bin:$PATH"
