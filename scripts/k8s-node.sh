@@ -13,7 +13,6 @@
 #                                and agents and take its network namespace (and so its
 #                                network) away, as a machine that lost power
 #   scripts/k8s-node.sh start-node I   bring node I back (its images and volumes kept)
-#   scripts/k8s-node.sh cpus I LIST    give node I's cgroup (daemons and pods) the CPUs LIST
 #
 # The cluster: one control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler) and N nodes (default 1), each a kubelet, kube-proxy (iptables) and
@@ -92,7 +91,7 @@ python=.venv/bin/python
 usage() {
   echo "usage: $0 up [--nodes N] [--client-node] [--arm64-node] [--stack-cpus LIST]" \
        "[--client-cpus LIST]" >&2
-  echo "       $0 down|env|status|images|stop-node I|start-node I|cpus I LIST" >&2
+  echo "       $0 down|env|status|images|stop-node I|start-node I" >&2
   exit 2
 }
 die() { echo "error: $*" >&2; exit 1; }
@@ -500,6 +499,16 @@ evictionHard: {memory.available: 200Mi, nodefs.available: 1%, imagefs.available:
 serializeImagePulls: false
 resolvConf: "$NODE_RUN/coredns/host-resolv.conf"
 EOF
+  # A node on some of the CPUs: the kubelet's CPU manager "none" gives its pods' cgroup
+  # (kubepods) every CPU of the machine, which the node's cpuset refuses; "static", with
+  # the CPUs that are not the node's reserved, gives its pods the node's CPUs (and counts
+  # them alone as allocatable).
+  local reserved
+  reserved=$(other_cpus "$(cat "/sys/fs/cgroup/cpuset$NODE_CGROUP/cpuset.cpus")")
+  if [ -n "$reserved" ]; then
+    printf 'cpuManagerPolicy: static\nreservedSystemCPUs: "%s"\n' "$reserved" \
+      >>"$NODE_RUN/kubelet.yaml"
+  fi
   # Pods of dnsPolicy Default get the host's resolver, which the node cannot reach:
   # the cluster's DNS then, as for every other pod.
   echo "nameserver $NODE_IP" >"$NODE_RUN/coredns/host-resolv.conf"
@@ -629,6 +638,15 @@ cpu_list() {  # a cpuset list as CPUs, e.g. 0-2,5 -> "0 1 2 5"
   echo "${out[*]}"
 }
 
+other_cpus() {  # LIST: the machine's CPUs not in LIST, as a list (e.g. 0-1 and 1 -> 0)
+  local cpu mine others=()
+  mine=" $(cpu_list "$1") "
+  for cpu in $(cpu_list "$(cat /sys/fs/cgroup/cpuset/cpuset.cpus)"); do
+    [[ "$mine" == *" $cpu "* ]] || others+=("$cpu")
+  done
+  (IFS=,; echo "${others[*]}")
+}
+
 shape() {  # NODES CLIENT ARM64 STACK_CPUS CLIENT_CPUS: the nodes and CPUs, into $RUN/cluster.env
   local stack_nodes=$1 client=$2 arm64=$3 stack_cpus=$4 client_cpus=$5 all cpus i
   all=$(cat /sys/fs/cgroup/cpuset/cpuset.cpus)
@@ -743,23 +761,6 @@ return_node() {
   step "node $NODE_NAME Ready"
 }
 
-set_cpus() {  # I LIST: the node's cgroup and every cgroup under it on LIST
-  node_arg "${1:-}"
-  local cpus=${2:-} dir
-  [ -n "$cpus" ] || usage
-  # Widen from the top (a child's CPUs must be its parent's), then narrow from the bottom.
-  local all
-  all=$(cat /sys/fs/cgroup/cpuset/cpuset.cpus)
-  while read -r dir; do echo "$all" >"$dir/cpuset.cpus"; done \
-    < <(find "/sys/fs/cgroup/cpuset$NODE_CGROUP" -type d)
-  while read -r dir; do echo "$cpus" >"$dir/cpuset.cpus"; done \
-    < <(find "/sys/fs/cgroup/cpuset$NODE_CGROUP" -depth -type d)
-  sed -i "s/^CPUS_$I=.*/CPUS_$I=$cpus/" "$RUN/cluster.env"
-  KUBECONFIG=$RUN/kubeconfig "$bin/kubectl" annotate --overwrite node "$NODE_NAME" \
-    "$CPUS_ANNOTATION=$(cat "/sys/fs/cgroup/cpuset$NODE_CGROUP/cpuset.cpus")" >/dev/null
-  echo "node $NODE_NAME on CPUs $(cat "/sys/fs/cgroup/cpuset$NODE_CGROUP/cpuset.cpus")"
-}
-
 case "${1:-}" in
   up) shift; up "$@" ;;
   images) images ;;
@@ -768,6 +769,5 @@ case "${1:-}" in
   status) status ;;
   stop-node) lose_node "${2:-}" ;;
   start-node) return_node "${2:-}" ;;
-  cpus) set_cpus "${2:-}" "${3:-}" ;;
   *) usage ;;
 esac
