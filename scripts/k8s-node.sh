@@ -501,13 +501,13 @@ resolvConf: "$NODE_RUN/coredns/host-resolv.conf"
 EOF
   # A node on some of the CPUs: the kubelet's CPU manager "none" gives its pods' cgroup
   # (kubepods) every CPU of the machine, which the node's cpuset refuses; "static", with
-  # the CPUs that are not the node's reserved, gives its pods the node's CPUs (and counts
-  # them alone as allocatable).
+  # the CPUs that are not the node's reserved strictly (out of the pods' shared pool too),
+  # gives its pods the node's CPUs (and counts them alone as allocatable).
   local reserved
   reserved=$(other_cpus "$(cat "/sys/fs/cgroup/cpuset$NODE_CGROUP/cpuset.cpus")")
   if [ -n "$reserved" ]; then
-    printf 'cpuManagerPolicy: static\nreservedSystemCPUs: "%s"\n' "$reserved" \
-      >>"$NODE_RUN/kubelet.yaml"
+    printf '%s\n' "cpuManagerPolicy: static" "reservedSystemCPUs: \"$reserved\"" \
+      "cpuManagerPolicyOptions: {strict-cpu-reservation: \"true\"}" >>"$NODE_RUN/kubelet.yaml"
   fi
   # Pods of dnsPolicy Default get the host's resolver, which the node cannot reach:
   # the cluster's DNS then, as for every other pod.
