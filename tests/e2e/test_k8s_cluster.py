@@ -122,6 +122,8 @@ def test_the_load_job_runs_on_the_client_node_and_merges(installed: Cluster,
                                                          tmp_path: Path) -> None:
     installed.helm("upgrade", RELEASE, "helm/socialnetwork", "--reuse-values",
                    *[arg for value in LOAD_JOB for arg in ("--set", value)])
+    installed.kubectl("wait", "--for=condition=ready", "pod", "-l",
+                      "app.kubernetes.io/name=load-ci-collector", "--timeout=180s", timeout=200)
     collector = f"http://{installed.service_ip('load-ci-collector')}:8000"
 
     bundle = loadjob.fetch(collector, tmp_path, wait_s=300)
