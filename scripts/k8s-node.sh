@@ -139,7 +139,7 @@ print_env() {
   echo "export KUBECONFIG=$RUN/kubeconfig"
   echo "export SOCIALBENCH_K8S_VALUES=$RUN/values.yaml"
   echo "export SOCIALBENCH_K8S_NODE_IP=$API_IP"
-  echo "export SOCIALBENCH_K8S_NODE_IPS=${ips[*]}"
+  echo "export SOCIALBENCH_K8S_NODE_IPS=\"${ips[*]}\""
   echo "export PATH=\"$bin:\$PATH\""
 }
 
