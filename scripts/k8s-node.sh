@@ -28,7 +28,7 @@
 # on cni0, routed by the node, no masquerade between pods), and the host as the router
 # between nodes: the host routes 10.244.I.0/24 to node I's veth and every node's default
 # route is the host, so a pod reaches a pod of another node by its own address, through
-# the host's forwarding (net.ipv4.ip_forward, set by `up`, put back by `down`). Chosen
+# the host's forwarding (net.ipv4.ip_forward, turned on by `up` and left on, as podman leaves it). Chosen
 # over flannel because the nodes share one host that is already a router to each of them:
 # routes are all a multi-node pod network needs here, with no overlay device, no
 # encapsulation and no binary to build; a real cluster's CNI does the same job over a
@@ -166,10 +166,12 @@ kill_cgroup() {  # every process in the cgroups under $1 (pids), until none is l
   echo "warning: processes left in $dir: $pids" >&2
 }
 
-# The kubelet sets these (its kernel tunables) for the whole machine, and the host routes
-# between the nodes: `up` keeps their values and `down` puts them back.
+# The kubelet sets these (its kernel tunables) for the whole machine: `up` keeps their
+# values and `down` puts them back. Not the host's IP forwarding, which `up` turns on to
+# route between the nodes and leaves on: podman's and docker's networks turn it on too,
+# and turning it off under them would cut their containers off.
 KERNEL_TUNABLES=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-                 kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
+                 kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
 stop_node() {  # the current node: every process of its cgroups, its namespaces, its veth
   local holder dir
