@@ -93,13 +93,13 @@ def test_the_load_job_runs_two_drivers_and_merges_them(installed: Cluster,
 
 def test_a_deleted_pod_is_replaced_under_load_and_no_post_is_lost(installed: Cluster) -> None:
     results: list[LoadResult] = []
-    load = threading.Thread(target=lambda: results.append(
+    driver = threading.Thread(target=lambda: results.append(
         load(installed.front_end(), rate=100, duration_s=40)))
-    load.start()
+    driver.start()
     time.sleep(12)
     (old,) = installed.pods("app.kubernetes.io/name=home-timeline")
     installed.kubectl("delete", "pod", old["metadata"]["name"], "--wait=false")
-    load.join(120)
+    driver.join(120)
     (result,) = results
 
     (new,) = [p for p in installed.pods("app.kubernetes.io/name=home-timeline")
