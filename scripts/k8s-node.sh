@@ -28,7 +28,7 @@
 # on cni0, routed by the node, no masquerade between pods), and the host as the router
 # between nodes: the host routes 10.244.I.0/24 to node I's veth and every node's default
 # route is the host, so a pod reaches a pod of another node by its own address, through
-# the host's forwarding (net.ipv4.ip_forward, turned on by `up` and left on, as podman leaves it). Chosen
+# the host's forwarding (net.ipv4.ip_forward, turned on by `up` and left on). Chosen
 # over flannel because the nodes share one host that is already a router to each of them:
 # routes are all a multi-node pod network needs here, with no overlay device, no
 # encapsulation and no binary to build; a real cluster's CNI does the same job over a
