@@ -10,32 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from socialbench import registry
 from socialbench.deploy import loadjob
-from socialbench.deploy import stack_spec as stack
-from socialbench.registry import Store, StoreLayout
-from socialbench.stack.servers import go_bin_dirs
-from socialbench.workloads.check.contents import CHECKED
+from socialbench.registry import StoreLayout
 from socialbench.workloads.driver import LoadConfig, run_load
 from socialbench.workloads.driver.result import LoadResult
+from tests.e2e.kube import RELEASE, ROOT, Cluster, checked_posts, load, running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-ROOT = stack.REPO_ROOT
-NODE_SCRIPT = ROOT / "scripts" / "k8s-node.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
-            "kube-proxy", "kubectl", "coredns")
-RELEASE = "sn"
 # Set to 1 to also install the chart with stores.redis.mode=cluster (not in CI: time).
 REDIS_CLUSTER_ENV = "SOCIALBENCH_TEST_K8S_REDIS_CLUSTER"
 # The load Job's pods on top of the stack's requests (1.8 CPUs): a 2-CPU node fits them.
@@ -44,99 +34,9 @@ LOAD_JOB = ["load.enabled=true", "load.run=ci", "load.drivers=2", "load.rate=100
             "load.resources.requests.cpu=50m", "load.collector.resources.requests.cpu=50m"]
 
 
-def _node_env() -> dict[str, str]:
-    lines = subprocess.run(["bash", str(NODE_SCRIPT), "env"], capture_output=True, text=True,
-                           check=True).stdout.splitlines()
-    env = dict(os.environ)
-    for line in lines:
-        name, _, value = line.removeprefix("export ").partition("=")
-        env[name] = value.strip('"').replace("$PATH", os.environ.get("PATH", ""))
-    return env
-
-
-class Cluster:
-    """The running node: kubectl and helm against it, its front end's address."""
-
-    def __init__(self) -> None:
-        self.env = _node_env()
-        self.node_ip = self.env["SOCIALBENCH_K8S_NODE_IP"]
-
-    def run(self, *argv: str, timeout: float = 300) -> str:
-        done = subprocess.run(list(argv), env=self.env, cwd=ROOT, capture_output=True,
-                              text=True, timeout=timeout)
-        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    def kubectl(self, *args: str, timeout: float = 300) -> str:
-        return self.run("kubectl", *args, timeout=timeout)
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json"))
-
-    def helm(self, *args: str) -> str:
-        return self.run("helm", *args, timeout=600)
-
-    def service_ip(self, name: str) -> str:
-        return str(self.json("get", "service", name)["spec"]["clusterIP"])
-
-    def front_end(self) -> str:
-        port = self.json("get", "service", "nginx")["spec"]["ports"][0]["nodePort"]
-        return f"http://{self.node_ip}:{port}"
-
-    def wait_rolled_out(self) -> None:
-        """Every Deployment and StatefulSet of the release has its pods Ready."""
-        for kind in ("deployment", "statefulset"):
-            for name in self.kubectl("get", kind, "-o", "name").split():
-                self.kubectl("rollout", "status", name, "--timeout=300s", timeout=320)
-
-    def pods(self, selector: str) -> list[dict[str, Any]]:
-        return list(self.json("get", "pods", "-l", selector)["items"])
-
-    def check(self, layout: StoreLayout = StoreLayout.PER_SERVICE) -> str:
-        """`socialbench check` from the host, each checked service's instance by its
-        Service's address."""
-        urls = []
-        for store, scheme, suffix in ((Store.MONGODB, "mongodb", ":27017"),
-                                      (Store.REDIS, "redis", ":6379/0")):
-            for name in CHECKED[store]:
-                instance = registry.store_instance(registry.get(name), store, layout).name
-                urls += [f"--{store}-url",
-                         f"{name}={scheme}://{self.service_ip(instance)}{suffix}"]
-        return self.run(str(ROOT / ".venv/bin/socialbench"), "check", *urls, timeout=300)
-
-
-def _left_behind() -> list[str]:
-    """What of the node is still there after `down`: processes, the veth, cgroups."""
-    left = []
-    if subprocess.run(["pgrep", "-f", "/run/socialbench-k8s/"], capture_output=True).stdout:
-        left.append("processes")
-    if Path("/sys/class/net/socialbench-k8s").exists():
-        left.append("veth socialbench-k8s")
-    left += [str(p) for p in Path("/sys/fs/cgroup").glob("*/socialbench-k8s")]
-    return left
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    search = ":".join(go_bin_dirs())
-    missing = [name for name in BINARIES if shutil.which(name, path=search) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not built (scripts/build-k8s.sh, about 35 min)")
-    if os.geteuid() != 0:
-        pytest.skip("the node needs root (namespaces, cgroups, iptables)")
-    build = subprocess.run([str(ROOT / "scripts/build-images.sh")], cwd=ROOT,
-                           capture_output=True, text=True, timeout=3600)
-    assert build.returncode == 0, build.stdout + build.stderr
-    up = subprocess.run(["bash", str(NODE_SCRIPT), "up"], cwd=ROOT, capture_output=True,
-                        text=True, timeout=900)
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield Cluster()
-    finally:
-        down = subprocess.run(["bash", str(NODE_SCRIPT), "down"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert not _left_behind(), _left_behind()
+    yield from running_cluster()
 
 
 @pytest.fixture(scope="module")
@@ -156,11 +56,6 @@ def installed(cluster: Cluster) -> Cluster:
     return cluster
 
 
-def _load(url: str, rate: float, duration_s: float) -> LoadResult:
-    return run_load(LoadConfig(url=url, rate=rate, duration_s=duration_s, warmup_s=2,
-                               connections=32, processes=1, workload="mixed", seed=11))
-
-
 def test_every_pod_ready_and_the_front_end_loaded_without_errors(installed: Cluster) -> None:
     pods = installed.pods(f"app.kubernetes.io/instance={RELEASE}")
     ready = {p["metadata"]["labels"]["app.kubernetes.io/name"] for p in pods
@@ -171,7 +66,7 @@ def test_every_pod_ready_and_the_front_end_loaded_without_errors(installed: Clus
     assert ready == {spec.name for spec in registry.SERVICES} | {"nginx"} | stores, [
         p["metadata"]["name"] for p in pods]
 
-    result = _load(installed.front_end(), rate=100, duration_s=15)
+    result = load(installed.front_end(), rate=100, duration_s=15)
 
     assert result.completed >= 1400 and result.ok == result.completed, result.errors
     assert "Check passed" in installed.check()
@@ -198,13 +93,13 @@ def test_the_load_job_runs_two_drivers_and_merges_them(installed: Cluster,
 
 def test_a_deleted_pod_is_replaced_under_load_and_no_post_is_lost(installed: Cluster) -> None:
     results: list[LoadResult] = []
-    load = threading.Thread(target=lambda: results.append(
-        _load(installed.front_end(), rate=100, duration_s=40)))
-    load.start()
+    driver = threading.Thread(target=lambda: results.append(
+        load(installed.front_end(), rate=100, duration_s=40)))
+    driver.start()
     time.sleep(12)
     (old,) = installed.pods("app.kubernetes.io/name=home-timeline")
     installed.kubectl("delete", "pod", old["metadata"]["name"], "--wait=false")
-    load.join(120)
+    driver.join(120)
     (result,) = results
 
     (new,) = [p for p in installed.pods("app.kubernetes.io/name=home-timeline")
@@ -224,14 +119,14 @@ def test_upgrade_keeps_the_secret_and_data_and_uninstall_leaves_nothing(
     installed: Cluster,
 ) -> None:
     secret = installed.json("get", "secret", f"{RELEASE}-login-secret")["data"]
-    posts_before = installed.check().split("Checked ", 1)[1].split(" posts", 1)[0]
+    posts_before = checked_posts(installed.check())
 
     installed.helm("upgrade", RELEASE, "helm/socialnetwork", "--reuse-values",
                    "--set", "services.user.replicas=1")
     installed.wait_rolled_out()
 
     assert installed.json("get", "secret", f"{RELEASE}-login-secret")["data"] == secret
-    assert installed.check().split("Checked ", 1)[1].split(" posts", 1)[0] == posts_before
+    assert checked_posts(installed.check()) == posts_before
     installed.helm("uninstall", RELEASE, "--wait", "--timeout", "120s")
     deadline = time.monotonic() + 120
     while installed.kubectl("get", "pods", "-o", "name").strip():

@@ -11,6 +11,8 @@ cumulative); memory their working set (what ``kubectl top`` shows), sampled each
 processes the pod's ``process_stats.process_count``, 0 where the kubelet does not report
 it. A container restarted within a step starts its CPU time again, so that step counts
 the pod's CPU as nothing, as a process that vanished (the manifest records restarts).
+The manifest's record of each pod names its node with the node's architecture, allocatable
+CPUs and, where scripts/k8s-node.sh gave the node a cpuset, its CPUs (each node read once).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -42,6 +44,9 @@ from socialbench.workloads.probes.resources import (
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+ARCH_LABEL = "kubernetes.io/arch"
+# The CPUs of a node's cgroup, where scripts/k8s-node.sh gave it a cpuset of its own.
+CPUS_ANNOTATION = "socialbench.io/cpus"
 # The chart labels the stack's pods with the kinds the local stack gives its parts. Its
 # other pods (the seed Job, load drivers and collector, Locust) fill or drive the stack:
 # they are left out, or their CPU would count as the stack's.
@@ -205,13 +210,46 @@ def _resources(containers: list[Mapping[str, Any]], field: str) -> PodResources:
                         memory=None if memory is None else int(memory))
 
 
-def pod_record(component: str, pod: Mapping[str, Any]) -> PodRecord:
-    """What ``pod`` had: its node, images, requests, limits and restarts."""
+@dataclass(frozen=True)
+class NodeFacts:
+    """What a pod's node is: its architecture, its CPUs and the cpuset it may use."""
+
+    arch: str | None = None
+    cpus: float | None = None
+    cpuset: str | None = None
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    """A Node object's architecture (its label kubernetes.io/arch, which the scheduler
+    matches, else its kubelet's report), allocatable CPUs and annotated cpuset."""
+    metadata, status = node.get("metadata") or {}, node.get("status") or {}
+    arch = ((metadata.get("labels") or {}).get(ARCH_LABEL)
+            or (status.get("nodeInfo") or {}).get("architecture"))
+    cpu = (status.get("allocatable") or {}).get("cpu") or (status.get("capacity") or {}).get("cpu")
+    return NodeFacts(arch=arch or None, cpus=None if cpu is None else float(parse_quantity(cpu)),
+                     cpuset=(metadata.get("annotations") or {}).get(CPUS_ANNOTATION))
+
+
+def read_nodes(api: client.CoreV1Api, names: Iterable[str]) -> dict[str, NodeFacts]:
+    """Each named node's facts; a node that cannot be read (gone, or no right to) has none."""
+    facts = {}
+    for name in sorted(set(names) - {""}):
+        try:
+            facts[name] = node_facts(_get_json(f"node {name!r}", api.read_node, name))
+        except PodError:
+            facts[name] = NodeFacts()
+    return facts
+
+
+def pod_record(component: str, pod: Mapping[str, Any], node: NodeFacts = NodeFacts()) -> PodRecord:
+    """What ``pod`` had: its node (and the node's arch and CPUs), images, requests, limits
+    and restarts."""
     containers = pod.get("spec", {}).get("containers") or []
     statuses = pod.get("status", {}).get("containerStatuses") or []
     ref = pod_ref(pod)
     return PodRecord(
         name=ref.name, component=component, kind=ref.kind, node=ref.node,
+        node_arch=node.arch, node_cpus=node.cpus, node_cpuset=node.cpuset,
         image=", ".join(dict.fromkeys(c.get("image", "") for c in containers)),
         requests=_resources(containers, "requests"), limits=_resources(containers, "limits"),
         restarts=sum(s.get("restartCount", 0) for s in statuses),
@@ -220,8 +258,11 @@ def pod_record(component: str, pod: Mapping[str, Any]) -> PodRecord:
 
 def pod_records(namespace: str, release: str) -> list[PodRecord]:
     """What each running pod of ``release``'s stack had, for the ramp's manifest."""
-    pods = stack_pods(core_api(), namespace, release)
-    return [pod_record(component, pod) for component, pod in pods.items()]
+    api = core_api()
+    pods = stack_pods(api, namespace, release)
+    nodes = read_nodes(api, (pod_ref(pod).node for pod in pods.values()))
+    return [pod_record(component, pod, nodes.get(pod_ref(pod).node, NodeFacts()))
+            for component, pod in pods.items()]
 
 
 def pod_sampler_factory(namespace: str, release: str,

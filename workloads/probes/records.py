@@ -128,6 +128,16 @@ class PodRecord(Strict):
                                        "replicas, by pod name).")
     kind: str = Field(description="service, store or gateway.")
     node: str
+    node_arch: str | None = Field(
+        default=None, description="Its node's architecture (its label kubernetes.io/arch, "
+                                  "else what its kubelet reports); None: not read (an older "
+                                  "bundle, or the node could not be read).")
+    node_cpus: float | None = Field(
+        default=None, description="Its node's allocatable CPUs, as Kubernetes counts them.")
+    node_cpuset: str | None = Field(
+        default=None, description="The CPUs its node's cgroup may use, where the node says "
+                                  "(annotation socialbench.io/cpus, set by "
+                                  "scripts/k8s-node.sh), e.g. '1'; None: not said.")
     image: str = Field(description="Its containers' images, comma-separated when several.")
     requests: PodResources
     limits: PodResources

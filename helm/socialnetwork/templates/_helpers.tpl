@@ -243,9 +243,13 @@ names) and the login secret; call with (dict "root" $ "spec" SERVICE-OF-THE-REGI
 {{- end }}
 
 {{/*
-Scheduling of a pod; call with (dict "root" $ "own" COMPONENT-VALUES).
+Scheduling of a pod; call with (dict "root" $ "own" COMPONENT-VALUES [ "name" NAME ]).
 nodeSelector: the component's merged over scheduling.nodeSelector;
-affinity, tolerations: the component's when set, else scheduling's.
+affinity, tolerations: the component's when set, else scheduling's;
+tolerations also: the node-lost ones of scheduling.nodeLostSeconds (unless the pod's own
+tolerate those taints). With NAME (a pod of the stack: a service, a store, nginx): the
+spread of the stack's pods over the nodes (scheduling.spread), and its replicas kept apart
+(scheduling.replicaAntiAffinity) unless its affinity sets podAntiAffinity itself.
 */}}
 {{- define "socialnetwork.scheduling" -}}
 {{- $global := .root.Values.scheduling -}}
@@ -254,13 +258,98 @@ affinity, tolerations: the component's when set, else scheduling's.
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with (.own.affinity | default $global.affinity) }}
+{{- $affinity := deepCopy (.own.affinity | default $global.affinity | default dict) -}}
+{{- $anti := include "socialnetwork.replicaAntiAffinity" .root -}}
+{{- if and .name (ne $anti "none") (not (hasKey $affinity "podAntiAffinity")) -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "socialnetwork.selector" (dict "root" .root "name" .name) | fromYaml)) -}}
+{{- if eq $anti "required" -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) -}}
+{{- else -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) -}}
+{{- end -}}
+{{- end -}}
+{{- with $affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with (.own.tolerations | default $global.tolerations) }}
+{{- $tolerations := .own.tolerations | default $global.tolerations | default list -}}
+{{- $lost := include "socialnetwork.nodeLostSeconds" .root -}}
+{{- if ne $lost "" -}}
+{{- $own := list -}}
+{{- range $tolerations }}{{ $own = append $own (.key | default "") }}{{ end -}}
+{{- range $taint := list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" -}}
+{{- if not (has $taint $own) -}}
+{{- $tolerations = append $tolerations (dict "key" $taint "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" (int64 $lost)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $spread := $global.spread | default dict -}}
+{{- if and .name (gt (int ($spread.maxSkew | default 0)) 0) }}
+{{- if not (has $spread.whenUnsatisfiable (list "ScheduleAnyway" "DoNotSchedule")) -}}
+{{- fail (printf "scheduling.spread.whenUnsatisfiable: %q is not ScheduleAnyway or DoNotSchedule" (toString $spread.whenUnsatisfiable)) -}}
+{{- end }}
+# The stack's pods (services, stores, nginx) spread over the nodes they may run on.
+topologySpreadConstraints:
+  - maxSkew: {{ int $spread.maxSkew }}
+    topologyKey: {{ $spread.topologyKey | default "kubernetes.io/hostname" }}
+    whenUnsatisfiable: {{ $spread.whenUnsatisfiable }}
+    nodeTaintsPolicy: Honor
+    labelSelector:
+      matchLabels:
+        app.kubernetes.io/instance: {{ .root.Release.Name }}
+        app.kubernetes.io/part-of: socialnetwork
+      matchExpressions:
+        - {key: app.kubernetes.io/component, operator: In, values: [service, store, gateway]}
+{{- end }}
+{{- end }}
+
+{{/* scheduling.replicaAntiAffinity, checked: preferred, required or none. */}}
+{{- define "socialnetwork.replicaAntiAffinity" -}}
+{{- $anti := .Values.scheduling.replicaAntiAffinity | default "none" | toString -}}
+{{- if not (has $anti (list "preferred" "required" "none")) -}}
+{{- fail (printf "scheduling.replicaAntiAffinity: %q is not one of preferred, required, none" $anti) -}}
+{{- end -}}
+{{- $anti -}}
+{{- end }}
+
+{{/* scheduling.nodeLostSeconds, checked: a whole number of seconds, or empty (null). */}}
+{{- define "socialnetwork.nodeLostSeconds" -}}
+{{- $lost := .Values.scheduling.nodeLostSeconds -}}
+{{- if not (kindIs "invalid" $lost) -}}
+{{- if or (not (regexMatch "^[0-9]+$" (toString $lost))) (kindIs "string" $lost) -}}
+{{- fail (printf "scheduling.nodeLostSeconds: %q is not a whole number of seconds (or null: Kubernetes' default, 300)" (toString $lost)) -}}
+{{- end -}}
+{{- int64 $lost -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+A PodDisruptionBudget of one component of the stack (podDisruptionBudget.enabled): at most
+podDisruptionBudget.maxUnavailable of its pods evicted at a time by a drain. Call with
+(dict "root" $ "name" NAME "component" KIND).
+*/}}
+{{- define "socialnetwork.pdb" -}}
+{{- $pdb := .root.Values.podDisruptionBudget -}}
+{{- if $pdb.enabled }}
+{{- if lt (int $pdb.maxUnavailable) 1 -}}
+{{- fail "podDisruptionBudget.maxUnavailable must be 1 or more (0 would block every drain)" -}}
+{{- end }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "socialnetwork.labels" . | nindent 4 }}
+spec:
+  maxUnavailable: {{ int $pdb.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "socialnetwork.selector" . | nindent 6 }}
 {{- end }}
 {{- end }}
 

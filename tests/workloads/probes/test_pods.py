@@ -4,7 +4,8 @@ Against a fake API server in this process (a kubeconfig in tmp_path points the o
 client at it) that answers what a real one did: ``pods.json`` and ``stats-summary.json``
 are trimmed copies of a real one-node cluster's pod list and kubelet summary (kubelet
 1.34, containerd 1.6; release ``sn`` of the chart: two home-timeline replicas, nginx,
-redis and the finished seed Job's pod).
+redis and the finished seed Job's pod); ``node.json`` a trimmed copy of a node of
+scripts/k8s-node.sh (its cpuset annotated).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from socialbench.cli.ramp import release_pods
 from socialbench.stack.launcher import CONFIG_FILE, StackConfig
 from socialbench.stack.servers import free_port
 from socialbench.workloads.probes.pods import (
+    NodeFacts,
     PodSampler,
     core_api,
+    node_facts,
     parse_summary,
     pod_record,
     pod_records,
@@ -48,6 +51,7 @@ from tests.workloads.conftest import CapacityServer
 HERE = Path(__file__).parent
 REAL_PODS: list[dict[str, Any]] = json.loads((HERE / "pods.json").read_text())["items"]
 REAL_SUMMARY: dict[str, Any] = json.loads((HERE / "stats-summary.json").read_text())
+REAL_NODE: dict[str, Any] = json.loads((HERE / "node.json").read_text())
 NODE = "socialbench-node"
 NAMESPACE = "default"
 RELEASE = "sn"
@@ -87,11 +91,13 @@ class FakeCluster:
 
     pods: list[dict[str, Any]]
     summaries: dict[str, dict[str, Any]]  # node -> its kubelet's answer (replaced, not changed)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Node object
     asked: list[str] = field(default_factory=list)
 
 
 class FakeApi(http.server.BaseHTTPRequestHandler):
-    """The two paths the sampler reads: a namespace's pods (by label) and a node's summary."""
+    """The paths the sampler and the records read: a namespace's pods (by label), a node's
+    summary, a node."""
 
     def do_GET(self) -> None:
         cluster: FakeCluster = self.server.cluster  # type: ignore[attr-defined]
@@ -106,6 +112,8 @@ class FakeApi(http.server.BaseHTTPRequestHandler):
                 and p["metadata"]["labels"].get(label) == value]}
         elif node := re.fullmatch(r"/api/v1/nodes/([^/]+)/proxy/stats/summary", path):
             body = cluster.summaries.get(node[1])
+        elif node := re.fullmatch(r"/api/v1/nodes/([^/]+)", path):
+            body = cluster.nodes.get(node[1])
         data = json.dumps(body if body is not None else {"kind": "Status", "code": 404}).encode()
         self.send_response(200 if body is not None else 404)
         self.send_header("Content-Type", "application/json")
@@ -131,7 +139,8 @@ def write_kubeconfig(path: Path, server: str) -> Path:
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCluster]:
     """The fake API server with the real pods and summary, KUBECONFIG pointing at it."""
-    fake = FakeCluster(pods=copy.deepcopy(REAL_PODS), summaries={NODE: REAL_SUMMARY})
+    fake = FakeCluster(pods=copy.deepcopy(REAL_PODS), summaries={NODE: REAL_SUMMARY},
+                       nodes={NODE: copy.deepcopy(REAL_NODE)})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
     server.cluster = fake  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -314,6 +323,11 @@ def test_the_records_say_what_each_pod_had(cluster: FakeCluster) -> None:
     assert set(records) == STACK
     redis = records["redis"]
     assert (redis.name, redis.kind, redis.node) == ("redis-0", "store", NODE)
+    # Its node's arch, allocatable CPUs and cpuset, as the node says.
+    assert (redis.node_arch, redis.node_cpus, redis.node_cpuset) == (
+        REAL_NODE["metadata"]["labels"]["kubernetes.io/arch"],
+        float(REAL_NODE["status"]["allocatable"]["cpu"]),
+        REAL_NODE["metadata"]["annotations"]["socialbench.io/cpus"])
     assert redis.image == entry_pod("redis-0")["spec"]["containers"][0]["image"]
     # The chart's redis asks 100m and 256Mi, and is limited to 2Gi, no CPU limit.
     assert redis.requests == PodResources(cpu=0.1, memory=256 << 20)
@@ -321,6 +335,40 @@ def test_the_records_say_what_each_pod_had(cluster: FakeCluster) -> None:
     assert {r.name: r.restarts for r in records.values()}[restarted] == 2
     assert records["nginx"].kind == "gateway"  # its init container is not counted
     assert records["nginx"].requests == PodResources(cpu=0.1, memory=64 << 20)
+
+
+def test_the_records_say_each_pods_node_on_several_nodes(cluster: FakeCluster) -> None:
+    """A client node on CPU 1 and an arm64 node: each record has its own node's facts; a
+    node that cannot be read (gone) leaves them None, the record still made."""
+    arm = copy.deepcopy(REAL_NODE)
+    arm["metadata"].update(name="arm-node")
+    arm["metadata"]["labels"]["kubernetes.io/arch"] = "arm64"
+    arm["metadata"]["annotations"]["socialbench.io/cpus"] = "1"
+    arm["status"]["allocatable"]["cpu"] = "1500m"
+    cluster.nodes["arm-node"] = arm
+    entry_pod_on = {"redis-0": "arm-node", NGINX: "gone-node"}
+    for pod in cluster.pods:
+        if pod["metadata"]["name"] in entry_pod_on:
+            pod["spec"]["nodeName"] = entry_pod_on[pod["metadata"]["name"]]
+    records = {r.component: r for r in pod_records(NAMESPACE, RELEASE)}
+    assert (records["redis"].node, records["redis"].node_arch, records["redis"].node_cpus,
+            records["redis"].node_cpuset) == ("arm-node", "arm64", 1.5, "1")
+    assert (records["nginx"].node, records["nginx"].node_arch, records["nginx"].node_cpus,
+            records["nginx"].node_cpuset) == ("gone-node", None, None, None)
+    home = records["home-timeline"]
+    assert (home.node, home.node_arch) == (NODE, "amd64")
+    # Each node read once, not once per pod.
+    assert sum(path == f"/api/v1/nodes/{NODE}" for path in cluster.asked) == 1
+
+
+def test_a_node_without_the_label_or_annotation_says_what_its_kubelet_does() -> None:
+    bare = copy.deepcopy(REAL_NODE)
+    del bare["metadata"]["labels"]["kubernetes.io/arch"]
+    del bare["metadata"]["annotations"]["socialbench.io/cpus"]
+    del bare["status"]["allocatable"]
+    facts = node_facts(bare)
+    assert facts == NodeFacts(arch=bare["status"]["nodeInfo"]["architecture"],
+                              cpus=float(bare["status"]["capacity"]["cpu"]), cpuset=None)
 
 
 def test_a_pods_resources_add_over_its_containers() -> None:

@@ -1,0 +1,152 @@
+"""A cluster of scripts/k8s-node.sh for the end-to-end tests: start it, reach it, stop it.
+
+Used by test_k8s_node.py (one node) and test_k8s_cluster.py (three nodes and a client).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from socialbench import registry
+from socialbench.deploy import stack_spec as stack
+from socialbench.registry import Store, StoreLayout
+from socialbench.stack.servers import go_bin_dirs
+from socialbench.workloads.check.contents import CHECKED
+from socialbench.workloads.driver import LoadConfig, run_load
+from socialbench.workloads.driver.result import LoadResult
+
+ROOT = stack.REPO_ROOT
+NODE_SCRIPT = ROOT / "scripts" / "k8s-node.sh"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
+            "kube-proxy", "kubectl", "coredns")
+RELEASE = "sn"
+NAME = "socialbench-k8s"
+
+
+def _node_env() -> dict[str, str]:
+    lines = subprocess.run(["bash", str(NODE_SCRIPT), "env"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    env = dict(os.environ)
+    for line in lines:
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = value.strip('"').replace("$PATH", os.environ.get("PATH", ""))
+    return env
+
+
+class Cluster:
+    """The running cluster: kubectl and helm against it, its front end's addresses."""
+
+    def __init__(self) -> None:
+        self.env = _node_env()
+        self.node_ip = self.env["SOCIALBENCH_K8S_NODE_IP"]
+        self.node_ips = self.env["SOCIALBENCH_K8S_NODE_IPS"].split()
+
+    def run(self, *argv: str, timeout: float = 300) -> str:
+        done = subprocess.run(list(argv), env=self.env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=timeout)
+        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def kubectl(self, *args: str, timeout: float = 300) -> str:
+        return self.run("kubectl", *args, timeout=timeout)
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json"))
+
+    def helm(self, *args: str) -> str:
+        return self.run("helm", *args, timeout=600)
+
+    def node_script(self, *args: str, timeout: float = 600) -> str:
+        return self.run("bash", str(NODE_SCRIPT), *args, timeout=timeout)
+
+    def service_ip(self, name: str) -> str:
+        return str(self.json("get", "service", name)["spec"]["clusterIP"])
+
+    def front_end(self, node_ip: str | None = None) -> str:
+        """nginx's NodePort on a node (default: node 0)."""
+        port = self.json("get", "service", "nginx")["spec"]["ports"][0]["nodePort"]
+        return f"http://{node_ip or self.node_ip}:{port}"
+
+    def wait_rolled_out(self, timeout_s: int = 300) -> None:
+        """Every Deployment and StatefulSet of the release has its pods Ready."""
+        for kind in ("deployment", "statefulset"):
+            for name in self.kubectl("get", kind, "-o", "name").split():
+                self.kubectl("rollout", "status", name, f"--timeout={timeout_s}s",
+                             timeout=timeout_s + 20)
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        return list(self.json("get", "pods", "-l", selector)["items"])
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return {n["metadata"]["name"]: n for n in self.json("get", "nodes")["items"]}
+
+    def check(self, layout: StoreLayout = StoreLayout.PER_SERVICE) -> str:
+        """`socialbench check` from the host, each checked service's instance by its
+        Service's address."""
+        urls = []
+        for store, scheme, suffix in ((Store.MONGODB, "mongodb", ":27017"),
+                                      (Store.REDIS, "redis", ":6379/0")):
+            for name in CHECKED[store]:
+                instance = registry.store_instance(registry.get(name), store, layout).name
+                urls += [f"--{store}-url",
+                         f"{name}={scheme}://{self.service_ip(instance)}{suffix}"]
+        return self.run(str(ROOT / ".venv/bin/socialbench"), "check", *urls, timeout=300)
+
+
+def checked_posts(check_output: str) -> int:
+    """The number of posts `socialbench check` read."""
+    return int(check_output.split("Checked ", 1)[1].split(" posts", 1)[0])
+
+
+def load(url: str, rate: float, duration_s: float, seed: int = 11) -> LoadResult:
+    return run_load(LoadConfig(url=url, rate=rate, duration_s=duration_s, warmup_s=2,
+                               connections=32, processes=1, workload="mixed", seed=seed))
+
+
+def left_behind() -> list[str]:
+    """What of the cluster is still there after `down`: processes, veths, cgroups."""
+    left = []
+    if subprocess.run(["pgrep", "-f", f"/run/{NAME}/"], capture_output=True).stdout:
+        left.append("processes")
+    left += [f"veth {p.name}" for p in Path("/sys/class/net").iterdir()
+             if p.name == NAME or p.name.startswith("sbk8s-")]
+    left += [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/{NAME}")]
+    return left
+
+
+def skip_unless_buildable() -> None:
+    search = ":".join(go_bin_dirs())
+    missing = [name for name in BINARIES if shutil.which(name, path=search) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not built (scripts/build-k8s.sh, about 35 min)")
+    if os.geteuid() != 0:
+        pytest.skip("the cluster needs root (namespaces, cgroups, iptables)")
+
+
+def running_cluster(*up_args: str) -> Iterator[Cluster]:
+    """The images built, `k8s-node.sh up UP_ARGS`, the cluster; `down` after, nothing left."""
+    skip_unless_buildable()
+    build = subprocess.run([str(ROOT / "scripts/build-images.sh")], cwd=ROOT,
+                           capture_output=True, text=True, timeout=3600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    started = time.monotonic()
+    up = subprocess.run(["bash", str(NODE_SCRIPT), "up", *up_args], cwd=ROOT,
+                        capture_output=True, text=True, timeout=1800)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        print(f"k8s-node.sh up {' '.join(up_args)}: {time.monotonic() - started:.0f} s")
+        yield Cluster()
+    finally:
+        down = subprocess.run(["bash", str(NODE_SCRIPT), "down"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert not left_behind(), left_behind()
