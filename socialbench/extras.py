@@ -27,13 +27,8 @@ class MissingExtra(ImportError):
         self.extra = extra
 
 
-def missing_modules(extra: str) -> list[str]:
-    """The modules of ``extra`` that cannot be imported here."""
-    return [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
-
-
 def require(extra: str, feature: str) -> None:
     """Return when ``extra`` is installed; else raise :class:`MissingExtra` naming it."""
-    missing = missing_modules(extra)
+    missing = [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
     if missing:
         raise MissingExtra(extra, feature, missing)

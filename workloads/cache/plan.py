@@ -11,17 +11,9 @@ from __future__ import annotations
 
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.scale import ScaleConfig
+from socialbench.workloads.driver.config import duration_text
 
 START_S = 0.5  # starting the generator's processes, per run
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 def plan_runs(configs: list[CacheConfig], runs: int) -> list[str]:
@@ -35,8 +27,8 @@ def plan_runs(configs: list[CacheConfig], runs: int) -> list[str]:
             continue
         each = START_S + config.warmup_s + config.test_time_s
         total += runs * each
-        lines.append(f"  pipeline {config.pipeline:>4}: {runs} x {_duration(each)}")
-    lines.append(f"About {_duration(total)} of timed runs (prefill not counted). "
+        lines.append(f"  pipeline {config.pipeline:>4}: {runs} x {duration_text(each)}")
+    lines.append(f"About {duration_text(total)} of timed runs (prefill not counted). "
                  "No load sent.")
     return lines
 
@@ -51,7 +43,7 @@ def plan_scale(config: ScaleConfig, runs: int) -> list[str]:
         f"of {config.server}, each count probed closed loop, then at up to "
         f"{len(config.fractions)} fractions of its max until one holds p99 <= "
         f"{config.sla_p99_ms:g} ms; {config.step_s:g} s a probe",
-        f"If every count runs to {config.max_instances}: {_duration(runs * fewest)} "
-        f"(one probe a count) to {_duration(runs * most)} (every fraction tried); it stops "
+        f"If every count runs to {config.max_instances}: {duration_text(runs * fewest)} "
+        f"(one probe a count) to {duration_text(runs * most)} (every fraction tried); it stops "
         "sooner when an instance breaks the SLA or adds no throughput. No load sent.",
     ]

@@ -23,6 +23,18 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
+def duration_text(seconds: float) -> str:
+    """``1 h 05 min``, ``4 min 30 s``, ``12 s``."""
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
+
+
 class Distribution(StrEnum):
     """Inter-arrival times: all equal (wrk2's default) or exponential (Poisson, wrk2 ``-D exp``)."""
 

@@ -49,9 +49,6 @@ class Preset(BaseModel):
     notes: tuple[str, ...] = Field(
         default=(), description="What the procedure does that no option sets here.")
 
-    def parameter(self, option: str) -> Parameter | None:
-        return next((p for p in self.parameters if p.option == option), None)
-
     @property
     def mappings(self) -> list[str]:
         """Where our instrument differs from the original's, one line each."""
@@ -91,10 +88,6 @@ class PresetRecord(BaseModel):
         count = len(self.deviations)
         return (f"{self.title}, {count} deviation{'s' if count > 1 else ''}: "
                 + "; ".join(map(str, self.deviations)))
-
-    def key(self) -> str:
-        """The preset and its deviations, as compare matches them."""
-        return self.headline()
 
 
 class UnknownPreset(ValueError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from socialbench.workloads.driver.config import duration_text
 from socialbench.workloads.ramp.calibration import START_CALIBRATIONS
 from socialbench.workloads.ramp.engine import STARTUP_S, RampConfig
 
@@ -65,18 +66,6 @@ class RampPlan:
                      f"{config.max_steps}" + (f", --max-rate {config.max_rate:,.6g}"
                                               if config.max_rate else "") + "). No load sent.")
         return lines
-
-
-def duration_text(seconds: float) -> str:
-    """``1 h 05 min``, ``4 min 30 s``, ``12 s``."""
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
 
 
 def _bisections(config: RampConfig) -> int:
