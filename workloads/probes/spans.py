@@ -7,8 +7,10 @@ intervals (concurrent children taken out once): a server span's is its service's
 time, a store call's the store's (``redis``, ``mongodb``, ``memcached``) as the service
 saw it, an RPC's ``rpc to <neighbour>`` (network and queueing before the neighbour's
 span). :func:`latency_by_service` adds each trace's up by these names and gives, per
-endpoint, p50 and p99 over the traces whose root started in the step's measured window;
-a trace with a span whose parent never arrived, or no root, is incomplete and left out.
+endpoint, p50 and p99 over the traces whose root started in the step's measured window,
+and its share of the endpoint's mean time, by which the parts are ordered (a part slow in a
+few traces is not the largest). A trace with a span whose parent never arrived, or no root,
+is incomplete and left out.
 A span ends when the caller's coroutine resumes, so a busy event loop makes its store
 calls and RPCs look slow too: read the bars with the CPU bottleneck.
 """
@@ -120,12 +122,22 @@ class PartTime(_Record):
     traces: int = Field(description="Traces it took part in (the percentiles are over these).")
     p50_ms: float
     p99_ms: float
+    mean_ms: float | None = Field(
+        default=None, description="Its time summed over the endpoint's traces, divided by "
+                                  "their number: its share of the endpoint's mean time (the "
+                                  "shares add up to the mean latency when no calls overlap). "
+                                  "None in bundles made before it.")
+
+    @property
+    def share_ms(self) -> float:
+        """The share of the mean, or the p50 in a bundle that has no share."""
+        return self.p50_ms if self.mean_ms is None else self.mean_ms
 
 
 class EndpointTimes(_Record):
     endpoint: str = Field(description="The root span's name, e.g. 'POST /wrk2-api/post/compose'.")
     traces: int
-    parts: list[PartTime] = Field(description="Largest p50 first.")
+    parts: list[PartTime] = Field(description="Largest share of the mean first.")
 
 
 class LatencyByService(_Record):
@@ -169,17 +181,18 @@ def latency_by_service(traces: Iterable[Sequence[Span]], start_ns: int, end_ns: 
         parts = [
             PartTime(name=name, kind=kind, traces=len(values),
                      p50_ms=percentile(values, 50) / NS_PER_MS,
-                     p99_ms=percentile(values, 99) / NS_PER_MS)
+                     p99_ms=percentile(values, 99) / NS_PER_MS,
+                     mean_ms=sum(values) / counts[endpoint] / NS_PER_MS)
             for (name, kind), values in samples[endpoint].items()
         ]
-        parts.sort(key=lambda p: (-p.p50_ms, p.name))
+        parts.sort(key=lambda p: (-p.share_ms, p.name))
         endpoints.append(EndpointTimes(endpoint=endpoint, traces=counts[endpoint], parts=parts))
     return LatencyByService(traces=whole, incomplete=incomplete, endpoints=endpoints)
 
 
 SERVICE_TIME_CSV = "latency-by-service.csv"
 SERVICE_TIME_COLUMNS = ("repeat", "index", "phase", "offered_rps", "endpoint", "endpoint_traces",
-                        "part", "kind", "traces", "p50_ms", "p99_ms")
+                        "part", "kind", "traces", "p50_ms", "p99_ms", "mean_ms")
 
 
 def service_time_rows(step: dict[str, Any], table: LatencyByService) -> list[dict[str, Any]]:
@@ -187,6 +200,6 @@ def service_time_rows(step: dict[str, Any], table: LatencyByService) -> list[dic
     return [
         {**step, "endpoint": endpoint.endpoint, "endpoint_traces": endpoint.traces,
          "part": part.name, "kind": part.kind.value, "traces": part.traces,
-         "p50_ms": part.p50_ms, "p99_ms": part.p99_ms}
+         "p50_ms": part.p50_ms, "p99_ms": part.p99_ms, "mean_ms": part.mean_ms}
         for endpoint in table.endpoints for part in endpoint.parts
     ]

@@ -223,7 +223,7 @@ def service_tables(steps: Sequence[StepRecord]) -> list[ServiceTable]:
         for index, endpoint in by_step.items():
             for part in endpoint.parts:
                 cells.setdefault(part.name, [None] * len(traced))[index] = part
-        order = sorted(cells, key=lambda n: -sum(p.p50_ms for p in cells[n] if p))
+        order = sorted(cells, key=lambda n: -sum(p.share_ms for p in cells[n] if p))
         tables.append(ServiceTable(
             name, traced, [by_step[i].traces if i in by_step else 0 for i in range(len(traced))],
             [(part, cells[part]) for part in order]))
@@ -231,7 +231,8 @@ def service_tables(steps: Sequence[StepRecord]) -> list[ServiceTable]:
 
 
 def plot_latency_by_service(bundle: Bundle, path: Path) -> bool:
-    """Per endpoint, one bar per step of each part's exclusive time, stacked (p50, p99)."""
+    """Per endpoint, one bar per step of each part's exclusive time, stacked: its share of the
+    endpoint's mean time (the bar is the mean latency when no calls overlap), and its p99."""
     tables = service_tables(bundle.steps_of(bundle.reference_repeat))
     if not tables:
         return False
@@ -243,7 +244,8 @@ def plot_latency_by_service(bundle: Bundle, path: Path) -> bool:
     figure, axes = plt.subplots(len(tables), 2, figsize=(11, height), squeeze=False)
     for row, table in zip(axes, tables, strict=True):
         labels = [f"{s.offered_rps:,.6g}\n{s.phase.value}" for s in table.steps]
-        for axis, key, title in ((row[0], "p50_ms", "p50"), (row[1], "p99_ms", "p99")):
+        for axis, key, title in ((row[0], "share_ms", "share of the mean"),
+                                 (row[1], "p99_ms", "p99")):
             bottom = np.zeros(len(labels))
             for name, cells in table.parts:
                 values = np.array([getattr(c, key) if c else 0.0 for c in cells])

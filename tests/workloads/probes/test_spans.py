@@ -139,7 +139,26 @@ def test_a_step_tables_the_whole_traces_that_started_in_its_window() -> None:
     assert by_name["home-timeline"].kind is Part.SERVICE and by_name["redis"].kind is Part.STORE
     assert by_name["post-storage"].p50_ms == by_name["post-storage"].p99_ms == 2.0
     assert all(part.traces == 10 for part in home.parts)
-    assert home.parts[0].name == "home-timeline"  # largest median first
+    assert home.parts[0].name == "home-timeline"  # the largest share of the mean first
+
+
+def test_a_part_slow_in_one_trace_of_ten_is_not_the_largest() -> None:
+    """Ordered by the share of the mean: mongodb, 20 ms in one trace of ten, is 2 ms of the
+    mean; home-timeline's own 3 ms in every trace is 3 ms of it. The shares add up to the
+    mean latency."""
+    traces = [home_read(bytes([i]), base_ns=i * 100 * MS, busy_ms=0) for i in range(1, 10)]
+    slow = home_read(b"\x00", busy_ms=20)  # its root is [0, 30]: a MongoDB read fills [10, 30]
+    slow.append(span(b"\x00", slow[0], "home-timeline", 10, 30, server=False, store="mongodb"))
+
+    (home,) = latency_by_service([slow, *traces], 0, 10 * 100 * MS).endpoints
+    by_name = {part.name: part for part in home.parts}
+    assert (by_name["mongodb"].traces, by_name["mongodb"].p50_ms) == (1, 20.0)
+    assert by_name["home-timeline"].p50_ms == 3.0
+    assert by_name["mongodb"].mean_ms == pytest.approx(2.0)
+    assert by_name["home-timeline"].mean_ms == pytest.approx(3.0)
+    assert home.parts[0].name == "home-timeline"
+    # Each trace's parts sum to 11 ms (Redis and the RPC overlap by 1 ms), the slow one's 31.
+    assert sum(p.share_ms for p in home.parts) == pytest.approx((31 + 9 * 11) / 10)
 
 
 def test_an_untraced_step_has_an_empty_table() -> None:
