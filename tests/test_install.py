@@ -2,7 +2,7 @@
 it: every module that needs no extra imports, every command's --help runs, and a command
 that needs a missing extra names it.
 
-The venv is made fresh (pip's cache makes it about a minute), so a product module that
+The venv is made fresh (by uv: seconds), so a product module that
 imports a test-only package, or a dependency left undeclared, fails here and not only on
 CI's fresh clone.
 """
@@ -10,6 +10,7 @@ CI's fresh clone.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from socialbench import extras
 from tests.test_cli import COMMANDS
@@ -70,10 +72,17 @@ def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(ROOT / folder, source / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     venv = home / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # uv, not pip: the same install of the declared dependencies in seconds, not a minute.
+    # It reads the system's certificates and the wheel folders pip is given.
+    uv = find_uv_bin()
+    env = os.environ | {"UV_NATIVE_TLS": "1"}
+    if "PIP_FIND_LINKS" in os.environ:
+        env["UV_FIND_LINKS"] = os.environ["PIP_FIND_LINKS"]
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True,
+                   env=env)
     done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q",
-         str(source)], capture_output=True, text=True, timeout=900)
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(source)],
+        capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return venv
 
