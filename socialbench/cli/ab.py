@@ -11,8 +11,7 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.interrupts import signals_as_interrupt
-from socialbench.cli.load import default as load_default
-from socialbench.cli.options import duration, model_default
+from socialbench.cli.options import duration, load_default, model_default
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.driver import Distribution, LoadConfig

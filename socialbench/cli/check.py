@@ -3,12 +3,11 @@
 The logic is :mod:`socialbench.workloads.check.run`; this module gives it the
 stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for
 every service, or ``SERVICE=URL`` for each instance of the per-service layout), prints the
-verdict, and builds the hook ``ramp`` and ``demo`` run at their end.
+verdict (``workloads/check/report.py``, as the end of ``ramp`` and ``demo`` prints it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -26,33 +25,16 @@ from socialbench.workloads.check.contents import (
     DEFAULT_FOLLOW_SLACK_MS,
     DEFAULT_HOME_ENTRIES,
     DEFAULT_LIMIT,
-    CheckResult,
     Sampling,
     StoreAddresses,
 )
+from socialbench.workloads.check.report import print_result
 from socialbench.workloads.check.run import check
 
 
 def local_stores(stack: LocalStack) -> StoreAddresses:
     """Where the local stack's MongoDB and Redis instances listen."""
     return stack.config.store_addresses()
-
-
-def check_hook(stack: LocalStack, url: str, console: Console
-               ) -> Callable[[], CheckResult] | None:
-    """The check a ramp runs at its end: when ``url`` is the local stack's front end."""
-    if not stack.serves(url):
-        return None
-    stores = local_stores(stack)
-
-    def run() -> CheckResult:
-        console.print("Checking the stores: every post stored, in its timelines, fanned out "
-                      "to its followers and mentions…")
-        result = check(stores, sampling=Sampling())
-        print_result(result, console, examples=5)
-        return result
-
-    return run
 
 
 def given_urls(store: Store, values: list[str]) -> dict[str, str]:
@@ -102,31 +84,6 @@ def parse_users(spec: str) -> set[int]:
     if not users:
         raise typer.BadParameter("no user ids given", param_hint="--users")
     return users
-
-
-def print_result(result: CheckResult, console: Console, examples: int | None = None) -> None:
-    """The counts, the examples, and the verdict on the last line."""
-    if result.error is None:
-        console.print(
-            f"Checked {result.posts:,} posts, {result.users:,} home timelines "
-            f"({result.home_timeline_entries:,} entries), {result.user_timeline_entries:,} "
-            f"user-timeline entries, {result.edges:,} follow edges and "
-            f"{result.ended_follows:,} ended follows ({result.scope}) in "
-            f"{result.elapsed_s:.1f} s")
-        if result.sample is not None:
-            console.print(f"Sampled {result.sample} (--full checks every user)",
-                          soft_wrap=True)
-        for kind, count in result.counts.items():
-            console.print(f"  [red]{kind}[/]: {count:,}")
-        for kind, count in result.tolerated.items():
-            console.print(f"  [yellow]{kind}[/] (tolerated): {count:,}")
-        shown = [p for p in result.problems if not p.tolerated] or result.problems
-        for problem in shown[:examples]:
-            console.print(f"    {problem}", markup=False, highlight=False, soft_wrap=True)
-    if result.passed:
-        console.print(f"[bold green]Check passed[/]: {result.reason}", soft_wrap=True)
-    else:
-        console.print(f"[bold red]Check FAILED[/]: {result.reason}", soft_wrap=True)
 
 
 def check_command(

@@ -19,9 +19,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from socialbench.cli.check import check_hook
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, DriverCpus, placement
-from socialbench.cli.ramp import QUICK, SETUP_ERRORS
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
@@ -32,7 +30,9 @@ from socialbench.workloads.driver.placement import Placement, PlacementMode, pla
 from socialbench.workloads.ramp.engine import RampConfig, Sla
 from socialbench.workloads.reports.live import print_headline
 from socialbench.workloads.results.schema import Dataset
+from socialbench.workloads.runs.local import check_hook
 from socialbench.workloads.runs.ramp_job import RampJob, execute
+from socialbench.workloads.runs.ramp_run import QUICK, SETUP_ERRORS
 from socialbench.workloads.seeding.seed import seed_graph
 
 GRAPH = "synthetic"

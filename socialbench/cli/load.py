@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -16,6 +16,7 @@ from socialbench.cli.options import (
     CpuPlacement,
     DataDir,
     DriverCpus,
+    load_default,
     model_default,
     percent,
     placement,
@@ -31,10 +32,7 @@ from socialbench.workloads.driver.config import (
 from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.engine import RampConfig
 
-
-def default(field: str) -> Any:
-    """The default of a LoadConfig field."""
-    return model_default(LoadConfig, field)
+default = load_default
 
 
 def load(

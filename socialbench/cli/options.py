@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from socialbench import extras
 from socialbench.workloads import presets
-from socialbench.workloads.driver.config import parse_duration
+from socialbench.workloads.driver.config import LoadConfig, parse_duration
 from socialbench.workloads.driver.placement import (
     Placement,
     PlacementMode,
@@ -73,6 +73,11 @@ def ratio(text: str, option: str | None = None) -> float:
 def model_default(model: type[BaseModel], field: str) -> Any:
     """The default of ``model``'s ``field``: an option's default, written once in the model."""
     return model.model_fields[field].default
+
+
+def load_default(field: str) -> Any:
+    """The default of a LoadConfig field: the driver's options of load, ramp and ab."""
+    return model_default(LoadConfig, field)
 
 
 def seconds_text(seconds: float) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,15 +11,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from socialbench.cli.check import check_hook
 from socialbench.cli.interrupts import signals_as_interrupt
-from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
     CpuPlacement,
     DataDir,
     DriverCpus,
     duration,
+    load_default,
     model_default,
     percent,
     placement,
@@ -30,104 +28,33 @@ from socialbench.cli.options import (
     require_extra,
     seconds_text,
 )
-from socialbench.cli.ramp_grow import run_grow, seed_graph_bulk
-from socialbench.cli.seed import stack_rss
-from socialbench.stack.local import LocalStack, StackError
-from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
+from socialbench.stack.local import LocalStack
+from socialbench.stack.servers import mongodb_flavour
 from socialbench.stack.traced import spans_to_receiver
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.driver.placement import PlacementMode
-from socialbench.workloads.probes.memory import (
-    MemoryRecord,
-    cache_warning,
-    composed_at_most,
-    memory_warning,
-)
-from socialbench.workloads.probes.records import PodRecord
-from socialbench.workloads.probes.resources import SamplerFactory
-from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla
+from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, Sla
 from socialbench.workloads.ramp.plan import plan_ramp
 from socialbench.workloads.reports.live import print_headline
 from socialbench.workloads.results.schema import Dataset
+from socialbench.workloads.runs.growth import run_grow, seed_graph_bulk
+from socialbench.workloads.runs.local import check_hook, found_dataset, fresh_reset
 from socialbench.workloads.runs.ramp_job import RampJob, execute
-from socialbench.workloads.seeding.seed import (
-    SeedError,
-    SeedPath,
-    SeedState,
-    default_state_path,
-    seed_graph,
+from socialbench.workloads.runs.ramp_run import (
+    FULL,
+    QUICK,
+    SETUP_ERRORS,
+    ramp_memory,
+    release_pods,
 )
-
-QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
-FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
-SETUP_ERRORS = (StackError, SeedError, ServerNotInstalled)
+from socialbench.workloads.seeding.seed import (
+    SeedPath,
+)
 
 
 def default(field: str) -> Any:
     """The default of a RampConfig field."""
     return model_default(RampConfig, field)
-
-
-def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_value: int,
-                note: Callable[[str], None], cpus: list[int] | None = None) -> ResetHook:
-    """Before each repeat: empty stores, restarted stack (on ``cpus``), the graph seeded again."""
-
-    def reset(repeat: int) -> None:
-        note(f"[bold]Repeat {repeat}[/]: restarting the local stack with empty stores and "
-             "seeding it (--fresh)")
-        config = stack.restart_fresh(cpus=cpus)
-        seed_graph(config.url, graph_spec, posts_per_user, seed_value)
-
-    return reset
-
-
-def found_dataset(stack: LocalStack, url: str, users: int) -> Dataset:
-    """The data of a stack the ramp does not reset: the seeding recorded for it in the
-    local stack's data dir (socialbench seed), else unknown."""
-    record = SeedState.read(default_state_path(stack.data_dir)) if stack.serves(url) else None
-    if record is None or not record.complete or record.target != url.rstrip("/"):
-        return Dataset(fresh=False, users=users,
-                       note="the target's data as found (not reset by the ramp; use --fresh)")
-    data = record.dataset
-    return Dataset(fresh=False, graph=data.source, users=users,
-                   posts_per_user=data.posts_per_user, seed=data.seed, path=record.path.value,
-                   seeded=record, note="seeded by socialbench seed, then as found (not reset "
-                                       "by the ramp; earlier runs' composes stay)")
-
-
-def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Dataset,
-                graph_seed: int, stored_posts: int | None = None) -> MemoryRecord:
-    """The stack's memory projected for the data the ramp starts with (``stored_posts``
-    when given, else the seeded posts) and the posts it may compose, with a warning when
-    the machine has not that much."""
-    users, follows, posts = dataset.users, 0, 0
-    if dataset.seeded is not None:
-        data = dataset.seeded.dataset
-        users, follows, posts = data.users, data.follows, data.posts
-    elif dataset.fresh and dataset.graph is not None:
-        from socialbench.workloads.seeding.seed import SeedPlan, load_graph
-
-        data = SeedPlan.make(load_graph(dataset.graph, graph_seed), dataset.graph,
-                             dataset.posts_per_user or 0, graph_seed).dataset()
-        users, follows, posts = data.users, data.follows, data.posts
-    if stored_posts is not None:
-        posts = stored_posts
-    rates = [config.start_rate + step * config.step_rate for step in range(config.max_steps)]
-    if config.max_rate is not None:
-        rates = [min(rate, config.max_rate) for rate in rates]
-    composed = composed_at_most(config.load.workload, rates,
-                                config.step_duration_s + config.warmup_s)
-    posts += composed * (1 if dataset.fresh else config.repeat)
-    local = stack.serves(url)
-    limit = stack.config.memcached_bytes if local else None
-    instances = stack.config.memcached_instances
-    rss = stack_rss(stack) if local else 0
-    warning = memory_warning(users, follows, posts, memcached_limit=limit, stack_rss=rss,
-                             what=f"the stack with {users:,} users, {follows:,} follows and "
-                                  f"{posts:,} posts (the ramp's composes included)")
-    return MemoryRecord.of(users, follows, posts, memcached_limit=limit, stack_rss=rss,
-                           warning=warning, cache_warning=cache_warning(
-                               users, posts, memcached_limit=limit, instances=instances))
 
 
 def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
@@ -147,19 +74,6 @@ def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
                                  "which is not running (socialbench up, or --fresh)",
                                  param_hint="--grow")
     return levels
-
-
-def release_pods(release: str, namespace: str, console: Console
-                 ) -> tuple[SamplerFactory, str, list[PodRecord] | None]:
-    """The sampler of a helm release's pods, how it measures, and what the pods had."""
-    from socialbench.workloads.probes.pods import PodError, pod_records, pod_sampler_factory
-
-    sampler, source = pod_sampler_factory(namespace, release)
-    try:
-        return sampler, source, pod_records(namespace, release)
-    except PodError as exc:
-        console.print(f"[yellow]warning[/]: the manifest will not record the pods: {exc}")
-        return sampler, source, None
 
 
 def ramp(

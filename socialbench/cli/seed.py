@@ -1,35 +1,29 @@
 """``socialbench seed``: load a social graph into a running stack.
 
-The logic is :mod:`socialbench.workloads.seeding.seed` (and ``bulk`` for
-``--path bulk``); this module gives the bulk path the local stack's per-service store
-addresses, keeps the progress in ``<data dir>/seed-state.json`` (``--state``), warns when
+The logic is :mod:`socialbench.workloads.seeding.seed` (and ``bulk`` for ``--path bulk``,
+given the local stack's stores by :func:`socialbench.workloads.runs.local.bulk_executor`);
+this module keeps the progress in ``<data dir>/seed-state.json`` (``--state``), warns when
 the stack would not fit in the machine's memory, and prints what was done.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import psutil
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from socialbench import registry
 from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
-from socialbench.registry import ServiceSpec
-from socialbench.runtime.settings import Settings
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.probes.memory import cache_warning, memory_warning
+from socialbench.workloads.runs.local import bulk_executor, stack_rss
 from socialbench.workloads.seeding import graph as graphs
 from socialbench.workloads.seeding.seed import (
     DEFAULT_CONCURRENCY,
     STATE_FILE,
-    BulkExecutor,
     Executor,
     SeedDataset,
     SeedError,
@@ -38,49 +32,10 @@ from socialbench.workloads.seeding.seed import (
     SeedPlan,
     SeedReport,
     default_state_path,
-    journal_dir,
     seed,
 )
 
 console = Console()
-# The bulk path's store clients: few connections (its calls are few and large, and a client
-# picks a connection by scanning its pool), and a minute for a call (a batch of a thousand
-# documents waits behind others on a busy FerretDB: 10 s timed out under load).
-BULK_SETTINGS: dict[str, Any] = {
-    "redis_pool_size": 4, "memcached_pool_size": 4, "mongodb_pool_size": 8,
-    "store_call_timeout_s": 60.0}
-
-
-def service_settings(stack: LocalStack) -> Callable[[ServiceSpec], Settings]:
-    """Each service's settings as the local stack starts it: its stores' addresses (of the
-    stack's store layout)."""
-    config = stack.config
-    prefix = registry.ENV_PREFIX
-
-    def settings_of(spec: ServiceSpec) -> Settings:
-        env = config.service_env(spec)
-        fields: dict[str, Any] = {name[len(prefix):].lower(): value
-                                  for name, value in env.items() if name.startswith(prefix)}
-        return Settings(**fields, **BULK_SETTINGS)
-
-    return settings_of
-
-
-def stack_rss(stack: LocalStack) -> int:
-    """The resident memory of every process of the running local stack (0: not running)."""
-    state = stack.running_state()
-    if state is None:
-        return 0
-    total = 0
-    for component in state.components:
-        if component.pid is None:
-            continue
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(component.pid)
-            for process in (root, *root.children(recursive=True)):
-                with contextlib.suppress(psutil.Error):
-                    total += process.memory_info().rss
-    return total
 
 
 def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list[str]:
@@ -95,12 +50,6 @@ def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list
         cache_warning(dataset.users, dataset.posts, memcached_limit=limit,
                       instances=instances))
     return [warning for warning in warnings if warning]
-
-
-def bulk_executor(stack: LocalStack, state_path: Path) -> BulkExecutor:
-    from socialbench.workloads.seeding.bulk import InProcessServices
-
-    return BulkExecutor(InProcessServices(service_settings(stack)), journal_dir(state_path))
 
 
 def print_report(report: SeedReport, out: Console) -> None:
