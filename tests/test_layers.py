@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("socialbench.registry", "socialbench.runtime", "socialbench.extras"),
+    ("socialbench.registry", "socialbench.runtime", "socialbench.extras",
+     "socialbench.errors"),
     ("socialbench.services", "socialbench.gateway"),
     ("socialbench.workloads.definitions", "socialbench.workloads.presets"),
     ("socialbench.workloads.seeding", "socialbench.workloads.check"),
