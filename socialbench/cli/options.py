@@ -1,15 +1,19 @@
-"""Options and parsers that several commands share, defined once."""
+"""Options and parsers that several commands share, defined once; and :func:`run`, how a
+command calls its function outside the CLI and exits (a tool's error caught there only)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
+from rich.console import Console
 
 from socialbench import extras
+from socialbench.errors import SocialbenchError
 from socialbench.workloads import presets
 from socialbench.workloads.driver.config import LoadConfig, parse_duration
 from socialbench.workloads.driver.placement import (
@@ -24,6 +28,18 @@ DataDir = Annotated[
                        help="The local stack's directory: state, logs and store data.")
 ]
 DEFAULT_DATA_DIR = Path(".socialbench")
+
+
+def run(command: Callable[[], int], console: Console) -> None:
+    """Call ``command`` (a command's one function outside the CLI) and exit with the status
+    it returns; a tool's error (:class:`SocialbenchError`) is printed on one line, exit 1."""
+    try:
+        status = command()
+    except SocialbenchError as exc:
+        console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(1) from None
+    if status:
+        raise typer.Exit(status)
 
 
 def require_extra(extra: str, feature: str) -> None:

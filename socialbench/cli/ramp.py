@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,30 +25,16 @@ from socialbench.cli.options import (
     preset_values,
     ratio,
     require_extra,
+    run,
     seconds_text,
 )
 from socialbench.stack.local import LocalStack
-from socialbench.stack.servers import mongodb_flavour
-from socialbench.stack.traced import spans_to_receiver
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, Sla
 from socialbench.workloads.ramp.plan import plan_ramp
-from socialbench.workloads.reports.live import print_headline
-from socialbench.workloads.results.schema import Dataset
-from socialbench.workloads.runs.growth import run_grow, seed_graph_bulk
-from socialbench.workloads.runs.local import check_hook, found_dataset, fresh_reset
-from socialbench.workloads.runs.ramp_job import RampJob, execute
-from socialbench.workloads.runs.ramp_run import (
-    FULL,
-    QUICK,
-    SETUP_ERRORS,
-    ramp_memory,
-    release_pods,
-)
-from socialbench.workloads.seeding.seed import (
-    SeedPath,
-)
+from socialbench.workloads.runs.local import found_dataset
+from socialbench.workloads.runs.ramp_run import FULL, QUICK, RampOptions, run_ramp
 
 
 def default(field: str) -> Any:
@@ -286,104 +271,23 @@ def ramp(
         raise typer.BadParameter(f"--trace-ratio restarts the local stack in {data_dir} "
                                  f"traced, and {url} is not its running front end",
                                  param_hint="--trace-ratio")
-    if levels is not None and fresh:
-        ppu_source = ctx.get_parameter_source("posts_per_user")
-        try:
-            with signals_as_interrupt():
-                console.print(f"Emptying the local stack's stores and seeding {graph} (bulk "
-                              "path) for the growth (--fresh)")
-                stack.restart_fresh(cpus=placed.stack_cpus
-                                    if placed.mode is PlacementMode.SPLIT else None)
-                seed_graph_bulk(stack, graph, posts_per_user if ppu_source is not None
-                                and ppu_source.name != "DEFAULT" else 0, graph_seed, console)
-        except SETUP_ERRORS as exc:
-            console.print(f"[bold red]error[/]: {exc}")
-            raise typer.Exit(1) from None
-    dataset = (
-        Dataset(fresh=True, graph=graph, users=load.users, posts_per_user=posts_per_user,
-                seed=graph_seed, path=SeedPath.API.value)
-        if fresh and levels is None else found_dataset(stack, url, load.users)
-    )
-    memory = ramp_memory(stack, url, config, dataset, graph_seed)
-    for warning in (memory.warning, memory.cache_warning):
-        if warning and levels is None:
-            console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
-    traced = contextlib.ExitStack()  # with --trace-ratio: the stack traced, until the end
-    try:
-        spans = None if trace_ratio is None else traced.enter_context(
-            spans_to_receiver(stack, trace_ratio, console.print))
-    except SETUP_ERRORS as exc:
-        console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(1) from None
-    sampler, resources_source = stack.sampler_factory(url), stack.resources_source(url)
-    measured_pods = None
-    # A compose stack or a release forwarded to the local stack's port is not the local
-    # stack: neither its configuration nor its stores are the local one's.
-    local = containers is None and pods is None
+    ppu_source = ctx.get_parameter_source("posts_per_user")
+    kinds = None
     if containers is not None:
         from socialbench.deploy.compose import component_kinds
-        from socialbench.workloads.probes.containers import compose_sampler_factory
 
-        sampler, resources_source = compose_sampler_factory(containers, component_kinds())
-    if pods is not None:
-        sampler, resources_source, measured_pods = release_pods(pods, namespace, console)
-    job = RampJob(
+        kinds = component_kinds()
+    options = RampOptions(
         config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
-        sampler=sampler, resources_source=resources_source,
-        dataset=dataset, mongodb_server=mongodb_flavour(),
-        stack=stack.record(url) if local else None,
-        pods=measured_pods, power_cmd=power_cmd,
-        reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print,
-                          placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
-        if fresh and levels is None else None, placement=placed,
-        quiet=quiet, check=check_hook(stack, url, console) if local else None, spans=spans,
-        memory=memory, preset=followed,
-    )
-    if levels is not None:
-        seeded = dataset.seeded.dataset if dataset.seeded is not None else None
-        try:
-            with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT
-                               else None), signals_as_interrupt()):
-                grown = run_grow(job, stack, levels, users=load.users,
-                                 seed_value=seeded.seed if seeded else graph_seed,
-                                 memory_for=lambda posts: ramp_memory(
-                                     stack, url, config, dataset, graph_seed, posts),
-                                 console=console)
-        except SETUP_ERRORS as exc:
-            console.print(f"[bold red]error[/]: {exc}")
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            console.print("[bold yellow]Interrupted[/]: the levels measured are in the bundle; "
-                          "posts being added are undone by the next growth.")
-            raise typer.Exit(130) from None
-        finally:
-            traced.close()
-        if any(level.interrupted for level in grown):
-            raise typer.Exit(130)
-        return
-    try:
-        with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),
-              signals_as_interrupt()):
-            result = execute(job, console)
-    except SETUP_ERRORS as exc:
-        console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(1) from None
-    finally:
-        traced.close()
-    print_headline(result, console)
-    if result.outcome.interrupted:
-        raise typer.Exit(130)
-    failed = [run for run in result.outcome.runs if run.answer is None]
-    if failed:
-        # A script gets a non-zero exit, and the reason on the last line.
-        console.print(f"[bold red]FAILED[/]: repeat {failed[0].repeat} found no rate that "
-                      f"held the SLA: {failed[0].stop_detail}")
-    check = result.summary.check
-    if check is not None and not check.passed:
-        console.print(f"[bold red]FAILED[/]: the check of the stores: {check.reason}",
-                      soft_wrap=True)
-    if failed or (check is not None and not check.passed):
-        raise typer.Exit(1)
+        data_dir=data_dir, placement=placed, fresh=fresh, graph=graph,
+        posts_per_user=posts_per_user, graph_seed=graph_seed,
+        grow_levels=tuple(levels) if levels is not None else None,
+        grow_posts_per_user=posts_per_user if ppu_source is not None
+        and ppu_source.name != "DEFAULT" else 0,
+        trace_ratio=trace_ratio, containers=containers, container_kinds=kinds,
+        pods=pods, namespace=namespace,
+        power_cmd=power_cmd, quiet=quiet, preset=followed)
+    run(lambda: run_ramp(options, console, signals_as_interrupt), console)
 
 
 def report(
