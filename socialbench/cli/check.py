@@ -1,9 +1,10 @@
 """'socialbench check': did the social network keep its promises? Read from its stores.
 
-The logic is :mod:`socialbench.workloads.check.run`; this module gives it the
-stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for
-every service, or ``SERVICE=URL`` for each instance of the per-service layout), prints the
-verdict (``workloads/check/report.py``, as the end of ``ramp`` and ``demo`` prints it).
+The logic is :mod:`socialbench.workloads.check.run`; this module parses the stores'
+addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for every
+service, or ``SERVICE=URL`` for each instance of the per-service layout) and whom to check
+into :class:`socialbench.workloads.runs.check_run.CheckOptions`, and
+:func:`~socialbench.workloads.runs.check_run.run_check` checks and prints the verdict.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, run
 from socialbench.registry import Store
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.check.contents import (
@@ -28,8 +29,7 @@ from socialbench.workloads.check.contents import (
     Sampling,
     StoreAddresses,
 )
-from socialbench.workloads.check.report import print_result
-from socialbench.workloads.check.run import check
+from socialbench.workloads.runs.check_run import CheckOptions, run_check
 
 
 def local_stores(stack: LocalStack) -> StoreAddresses:
@@ -129,13 +129,8 @@ def check_command(
         raise typer.BadParameter("--full and --users say whom to check: no --sample with them",
                                  param_hint="--sample")
     sampling = None if full else Sampling(users=sample, seed=seed, budget_s=budget)
-    result = check(stores, scope, sampling=sampling, follow_slack_ms=follow_slack, limit=limit)
-    if json_out is not None:
-        json_out.write_text(result.model_dump_json(indent=2))
-    if result.error is not None and (not mongodb_url or not redis_url) and (
-            stack.running_state() is None):
-        console.print(f"The local stack in {stack.data_dir} is not running (socialbench up), "
-                      "or give --mongodb-url and --redis-url.")
-    print_result(result, console, examples=None)
-    if not result.passed:
-        raise typer.Exit(1)
+    options = CheckOptions(
+        stores=stores, data_dir=data_dir, sampling=sampling,
+        users=frozenset(scope) if scope is not None else None, follow_slack_ms=follow_slack,
+        limit=limit, json_out=json_out, urls_given=bool(mongodb_url and redis_url))
+    run(lambda: run_check(options, console), console)
