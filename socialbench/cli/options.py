@@ -30,13 +30,18 @@ DataDir = Annotated[
 DEFAULT_DATA_DIR = Path(".socialbench")
 
 
-def run(command: Callable[[], int], console: Console, soft_wrap: bool | None = None) -> None:
+def run(command: Callable[[], int], console: Console | None = None,
+        soft_wrap: bool | None = None) -> None:
     """Call ``command`` (a command's one function outside the CLI) and exit with the status
-    it returns; a tool's error (:class:`SocialbenchError`) is printed, exit 1."""
+    it returns; a tool's error (:class:`SocialbenchError`) is printed on ``console`` (else
+    on standard error), exit 1."""
     try:
         status = command()
     except SocialbenchError as exc:
-        console.print(f"[bold red]error[/]: {exc}", soft_wrap=soft_wrap)
+        if console is None:
+            typer.echo(f"error: {exc}", err=True)
+        else:
+            console.print(f"[bold red]error[/]: {exc}", soft_wrap=soft_wrap)
         raise typer.Exit(1) from None
     if status:
         raise typer.Exit(status)
