@@ -57,3 +57,25 @@ def test_the_tools_errors_keep_their_builtin_bases() -> None:
 
     assert issubclass(StackError, RuntimeError) and issubclass(WorkloadError, ValueError)
     assert not issubclass(ServiceError, SocialbenchError)
+
+
+def test_a_command_prints_a_tools_error_and_exits_1_or_exits_with_the_status() -> None:
+    import pytest
+    import typer
+    from rich.console import Console
+
+    from socialbench.cli.options import run
+    from socialbench.stack.local import StackError
+
+    def fails() -> int:
+        raise StackError("the stack did not start: see its logs")
+
+    console = Console(record=True, width=200)
+    with pytest.raises(typer.Exit) as stopped:
+        run(fails, console)
+    assert stopped.value.exit_code == 1
+    assert console.export_text().strip() == "error: the stack did not start: see its logs"
+    with pytest.raises(typer.Exit) as stopped:
+        run(lambda: 130, console)
+    assert stopped.value.exit_code == 130
+    run(lambda: 0, console)  # returns: the command exits 0
