@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from socialbench.bench.results import write_results
+from socialbench.errors import SocialbenchError
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.definitions.socialnetwork import (
     DEFAULT_USERS,
@@ -44,7 +45,7 @@ RATES = {"read-home-timeline": 100.0, "read-user-timeline": 100.0, "compose-post
 DEFAULT_RATE = 100.0  # a workload not in RATES
 
 
-class NoStack(RuntimeError):
+class NoStack(SocialbenchError, RuntimeError):
     """No local stack runs from the data directory given."""
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from socialbench.errors import SocialbenchError
+
 EXTRAS: dict[str, tuple[str, ...]] = {
     "bench": ("uvicorn", "aiomcache"),
     "docker": ("docker",),
@@ -17,7 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 }
 
 
-class MissingExtra(ImportError):
+class MissingExtra(SocialbenchError, ImportError):
     """A feature was asked for whose extra is not installed."""
 
     def __init__(self, extra: str, feature: str, missing: list[str]) -> None:

@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("socialbench.registry", "socialbench.runtime", "socialbench.extras"),
+    ("socialbench.registry", "socialbench.runtime", "socialbench.extras",
+     "socialbench.errors"),
     ("socialbench.services", "socialbench.gateway"),
     ("socialbench.workloads.definitions", "socialbench.workloads.presets"),
     ("socialbench.workloads.seeding", "socialbench.workloads.check"),
@@ -171,3 +172,19 @@ def test_no_import_cycles() -> None:
     graph = {m: {n for n in imported_names(m) if n in known and n != m} for m in MODULES}
     cycles = [c for c in import_cycles(graph) if c not in KNOWN_CYCLES]
     assert not cycles, f"modules that import each other: {[sorted(c) for c in cycles]}"
+
+
+# The CLI's modules that are not commands: the shared options, the signal handling, and the
+# package, which assembles the app from the commands.
+CLI_SHARED = ("socialbench.cli", "socialbench.cli.options", "socialbench.cli.interrupts",
+              "socialbench.cli.__main__")
+
+
+def test_no_command_imports_another() -> None:
+    # A command parses its options and calls a function outside the CLI: what two commands
+    # share lives below (or in the shared modules), never in one of them.
+    commands = [m for m in MODULES if m.startswith("socialbench.cli.") and m not in CLI_SHARED]
+    offenders = [f"{module} imports {name}" for module in commands
+                 for name in sorted(imported_names(module))
+                 if name in commands and name != module]
+    assert not offenders, offenders

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -11,35 +10,21 @@ import typer
 from rich.console import Console
 
 from socialbench.cli.interrupts import signals_as_interrupt
-from socialbench.cli.load import default as load_default
-from socialbench.cli.options import duration, model_default
+from socialbench.cli.options import duration, load_default, model_default, run
 from socialbench.stack.local import LocalStack
-from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.driver import Distribution, LoadConfig
-from socialbench.workloads.results.files import bundle_dir
-from socialbench.workloads.runs.ab import (
-    AbBundle,
-    AbConfig,
-    AbError,
-    AbRunner,
-    Arm,
-    print_result,
-    write_bundle,
-)
+from socialbench.workloads.runs.ab import AbConfig
+from socialbench.workloads.runs.ab_run import AbOptions, run_ab
 
 
-def _arm(name: str, data_dir: Path) -> tuple[Arm, LocalStack]:
+def _running(name: str, data_dir: Path) -> LocalStack:
     stack = LocalStack(data_dir)
     if stack.running_state() is None:
         raise typer.BadParameter(
             f"no stack runs from {data_dir}: start it first (socialbench up --data-dir "
             f"{data_dir} with its own --port, --media-port, store ports and "
             "--service-port-offset)", param_hint=f"{name}_DIR")
-    url = stack.config.url
-    config = stack.config
-    workers = ", ".join(f"{service}={n}" for service, n in config.service_workers().items()
-                        if n != 1) or "1 worker each"
-    return Arm(name, url, f"{stack.data_dir}: {workers}", stack.sampler_factory(url)), stack
+    return stack
 
 
 def ab(
@@ -72,16 +57,15 @@ def ab(
     from pydantic import ValidationError
 
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
-    from socialbench.workloads.probes import machine
 
     console = Console(highlight=False)
-    arm_a, stack_a = _arm("A", a_dir)
-    arm_b, stack_b = _arm("B", b_dir)
-    if arm_a.url == arm_b.url:
-        raise typer.BadParameter(f"A and B are the same stack ({arm_a.url})")
+    url_a = _running("A", a_dir).config.url
+    url_b = _running("B", b_dir).config.url
+    if url_a == url_b:
+        raise typer.BadParameter(f"A and B are the same stack ({url_a})")
     try:
         load = LoadConfig(
-            url=arm_a.url, rate=rate[0], duration_s=duration(step_duration, "--step-duration"),
+            url=url_a, rate=rate[0], duration_s=duration(step_duration, "--step-duration"),
             warmup_s=duration(warmup, "--warmup"), workload=workload, users=users,
             distribution=distribution, connections=connections,
             processes=processes or 1,
@@ -92,33 +76,6 @@ def ab(
                           step_duration_s=load.duration_s, warmup_s=load.warmup_s)
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    steps = len(config.rates) * config.pairs * 2
-    console.print(
-        f"A/B of [bold]{workload}[/]: {steps} steps of {config.step_duration_s:g} s after "
-        f"{config.warmup_s:g} s warm-up (about "
-        f"{steps * (config.step_duration_s + config.warmup_s + 3) / 60:.0f} min), "
-        f"{config.pairs} pairs at each of {', '.join(f'{r:,.6g}' for r in config.rates)} "
-        "req/s, A then B, then B then A")
-    runner = AbRunner(config, (arm_a, arm_b), note=console.print)
-    try:
-        with signals_as_interrupt():
-            result = runner.run()
-    except AbError as exc:
-        console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(1) from None
-    described = machine.describe(mongodb_flavour())
-    bundle = AbBundle(
-        label=label, created_at=datetime.now(UTC), command_line=described["command_line"],
-        git=described["git"], hardware=described["hardware"], software=described["software"],
-        stacks={"A": _record(stack_a), "B": _record(stack_b)}, result=result,
-    )
-    directory = write_bundle(bundle_dir(results_dir, label), bundle)
-    print_result(result, console)
-    console.print(f"Bundle: {directory}")
-    if not result.completed:
-        raise typer.Exit(130)
-
-
-def _record(stack: LocalStack) -> dict[str, object] | None:
-    record = stack.record(stack.config.url)
-    return record.model_dump(mode="json") if record is not None else None
+    options = AbOptions(config=config, a_dir=a_dir, b_dir=b_dir, label=label,
+                        results_dir=results_dir)
+    run(lambda: run_ab(options, console, signals_as_interrupt), console)

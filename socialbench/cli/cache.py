@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from socialbench.cli.options import preset_values
-from socialbench.workloads.cache import CacheConfig, CacheLoadError, CacheProtocol, run_cache
+from socialbench.cli.options import preset_values, run
+from socialbench.workloads.cache import CacheConfig, CacheProtocol
 from socialbench.workloads.cache.config import parse_key_pattern, parse_ratio
-from socialbench.workloads.cache.energy import Meter
 from socialbench.workloads.cache.plan import plan_runs, plan_scale
-from socialbench.workloads.cache.result import CacheResult
-from socialbench.workloads.cache.scale import (
-    DEFAULT_FRACTIONS,
-    Level,
-    Probe,
-    ScaleConfig,
-    ScaleOutcome,
-    scale,
+from socialbench.workloads.cache.scale import DEFAULT_FRACTIONS, ScaleConfig
+from socialbench.workloads.cache.servers import ServerKind
+from socialbench.workloads.runs.cache_run import (
+    CacheRunOptions,
+    CacheScaleOptions,
+    build_report,
+    run_cache_runs,
+    run_cache_scale,
 )
-from socialbench.workloads.cache.servers import ServerKind, local_launcher
-from socialbench.workloads.presets import PresetRecord
 
 cache_app = typer.Typer(
     name="cache", no_args_is_help=True,
@@ -69,14 +64,6 @@ def _patterns(ratio: str, key_pattern: str) -> dict[str, Any]:
     return {"sets": sets, "gets": gets, "set_pattern": set_pattern, "get_pattern": get_pattern}
 
 
-def _bundle_writer(results_dir: Path, label: str, kind: str, config: dict[str, Any],
-                   power_cmd: str | None, preset: PresetRecord | None = None) -> Any:
-    from socialbench.workloads.results.cache_runs import CacheBundleWriter
-
-    return CacheBundleWriter(results_dir, label, kind, config, power_cmd=power_cmd,
-                             preset=preset)
-
-
 PresetName = Annotated[str | None, typer.Option(
     metavar="NAME", help="A published procedure's parameters (socialbench presets); an option "
     "it names given beside it overrides it, recorded as a deviation.")]
@@ -85,32 +72,8 @@ Plan = Annotated[bool, typer.Option(
 Runs = Annotated[int, typer.Option(min=1, help="Run the whole procedure this many times.")]
 
 
-def _build_report(directory: Path) -> Path:
-    from socialbench.workloads.reports.cache_report import build_cache_report
-
-    return build_cache_report(directory)
-
-
-def _meter(power_cmd: str | None) -> Meter:
-    """RAPL where the machine has it, else ``--power-cmd``; else it says unavailable."""
-    from socialbench.workloads.probes.energy import EnergyMeter
-
-    return EnergyMeter(power_cmd=power_cmd)
-
-
-def runs_summary(results: list[CacheResult], runs: int) -> list[str]:
-    """Each depth's ops/s over the runs: every run's, the mean and the best."""
-    lines = []
-    for depth in dict.fromkeys(r.config.pipeline for r in results):
-        rates = [r.ops_per_s for r in results if r.config.pipeline == depth]
-        lines.append(f"pipeline {depth}: {runs} runs, "
-                     + ", ".join(f"{rate:,.0f}" for rate in rates)
-                     + f" ops/s; mean {statistics.mean(rates):,.0f}, best {max(rates):,.0f}")
-    return lines
-
-
 @cache_app.command("run")
-def run(
+def run_command(
     ctx: typer.Context,
     server: Annotated[str, typer.Option("--server", "-s", help="Server address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", help="Server port.")] = 11211,
@@ -175,41 +138,11 @@ def run(
         for line in plan_runs(configs, runs):
             typer.echo(line)
         return
-    writer = None
-    if bundle:
-        name = label or f"{protocol.value}-{port}"
-        writer = _bundle_writer(results_dir, name, "cache-run",
-                                {"runs": [c.model_dump(mode="json") for c in configs],
-                                 "repeats": runs}, power_cmd, followed)
-    results: list[CacheResult] = []
-    for number, config in ((n, c) for n in range(1, runs + 1) for c in configs):
-        if runs > 1 and config is configs[0]:
-            typer.echo(f"run {number} of {runs}:")
-        try:
-            result = run_cache(config, _meter(power_cmd))
-        except CacheLoadError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-        results.append(result)
-        typer.echo(result.summary_line())
-        typer.echo(f"  set p99 {result.p99_ms_of('set'):.3f} ms, get p99 "
-                   f"{result.p99_ms_of('get'):.3f} ms; hits {result.hits:,}, misses "
-                   f"{result.misses:,}; generator {result.generator_cpu_s:.2f} CPU s"
-                   + (f"; prefilled {result.prefill_keys:,} keys" if result.prefill_keys else ""))
-        if result.energy is not None:
-            typer.echo(f"  energy: {result.energy.describe()}")
-        for warning in result.warnings:
-            typer.echo(f"  warning: {warning}", err=True)
-        if writer is not None:
-            writer.add(f"pipeline-{config.pipeline}" + (f"-run{number}" if runs > 1 else ""),
-                       result)
-    if runs > 1:
-        for line in runs_summary(results, runs):
-            typer.echo(line)
-    if json_out is not None:
-        json_out.write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
-    if writer is not None:
-        typer.echo(f"report: {_build_report(writer.directory)}")
+    options = CacheRunOptions(
+        configs=tuple(configs), runs=runs,
+        label=(label or f"{protocol.value}-{port}") if bundle else None,
+        results_dir=results_dir, power_cmd=power_cmd, json_out=json_out, preset=followed)
+    run(lambda: run_cache_runs(options, typer.echo))
 
 
 @cache_app.command("scale")
@@ -278,51 +211,13 @@ def scale_command(
         for line in plan_scale(config, runs):
             typer.echo(line)
         return
-    writer = _bundle_writer(results_dir, label or f"scale-{kind.value}-p{pipeline}",
-                            "cache-scale", config.model_dump(mode="json") | {"repeats": runs},
-                            power_cmd, followed)
-
-    def on_probe(probe: Probe, _: list[CacheResult]) -> None:
-        how = "closed loop" if probe.fraction is None else f"{probe.fraction:.0%} of max"
-        verdict = "held" if probe.passed else "broken"
-        energy = f"; energy: {probe.energy.describe()}" if probe.energy else ""
-        typer.echo(f"{probe.instances} instance(s), {how}: {probe.aggregate_ops_per_s:,.0f} "
-                   f"ops/s, worst p99 {probe.worst_p99_ms:.3f} ms: {verdict}{energy}")
-
-    outcomes: list[ScaleOutcome] = []
-    for number in range(1, runs + 1):
-        if runs > 1:
-            typer.echo(f"run {number} of {runs}:")
-
-        def on_level(level: Level, results: list[CacheResult], repeat: int = number) -> None:
-            writer.add_level(level, results, repeat)
-
-        try:
-            outcomes.append(scale(config, local_launcher(kind, config.server_cpus), on_probe,
-                                  on_level, meter=lambda: _meter(power_cmd)).model_copy(
-                update={"repeat": number}))
-        except CacheLoadError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-    bests = [o.best_aggregate_ops_per_s for o in outcomes]
-    outcome = max(outcomes, key=lambda o: o.best_aggregate_ops_per_s or 0.0).model_copy(
-        update={"repeat_bests": bests})
-    if runs > 1:
-        held = [b for b in bests if b is not None]
-        typer.echo(f"{runs} runs: " + ", ".join("none" if b is None else f"{b:,.0f}"
-                                               for b in bests) + " ops/s aggregate"
-                   + (f"; mean {statistics.mean(held):,.0f}" if held else "")
-                   + f"; the best is run {outcome.repeat}'s")
-    writer.write_scale(outcome)
-    if outcome.best_instances:
-        typer.echo(f"best: {outcome.best_aggregate_ops_per_s:,.0f} ops/s with "
-                   f"{outcome.best_instances} instance(s); stopped: {outcome.stop_detail}")
-    else:
-        typer.echo(f"no instance count held the SLA; stopped: {outcome.stop_detail}")
-    typer.echo(f"report: {_build_report(writer.directory)}")
+    options = CacheScaleOptions(
+        config=config, kind=kind, label=label or f"scale-{kind.value}-p{pipeline}", runs=runs,
+        results_dir=results_dir, power_cmd=power_cmd, preset=followed)
+    run(lambda: run_cache_scale(options, typer.echo))
 
 
 @cache_app.command("report")
 def report(directory: Annotated[Path, typer.Argument(help="A cache results bundle.")]) -> None:
     """Rebuild a cache bundle's plots and report.html from its files."""
-    typer.echo(_build_report(directory))
+    typer.echo(build_report(directory))

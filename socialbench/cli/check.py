@@ -1,21 +1,21 @@
 """'socialbench check': did the social network keep its promises? Read from its stores.
 
-The logic is :mod:`socialbench.workloads.check.run`; this module gives it the
-stores' addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for
-every service, or ``SERVICE=URL`` for each instance of the per-service layout), prints the
-verdict, and builds the hook ``ramp`` and ``demo`` run at their end.
+The logic is :mod:`socialbench.workloads.check.run`; this module parses the stores'
+addresses (the local stack's, or ``--mongodb-url``/``--redis-url``: one URL for every
+service, or ``SERVICE=URL`` for each instance of the per-service layout) and whom to check
+into :class:`socialbench.workloads.runs.check_run.CheckOptions`, and
+:func:`~socialbench.workloads.runs.check_run.run_check` checks and prints the verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, run
 from socialbench.registry import Store
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.check.contents import (
@@ -26,33 +26,15 @@ from socialbench.workloads.check.contents import (
     DEFAULT_FOLLOW_SLACK_MS,
     DEFAULT_HOME_ENTRIES,
     DEFAULT_LIMIT,
-    CheckResult,
     Sampling,
     StoreAddresses,
 )
-from socialbench.workloads.check.run import check
+from socialbench.workloads.runs.check_run import CheckOptions, run_check
 
 
 def local_stores(stack: LocalStack) -> StoreAddresses:
     """Where the local stack's MongoDB and Redis instances listen."""
     return stack.config.store_addresses()
-
-
-def check_hook(stack: LocalStack, url: str, console: Console
-               ) -> Callable[[], CheckResult] | None:
-    """The check a ramp runs at its end: when ``url`` is the local stack's front end."""
-    if not stack.serves(url):
-        return None
-    stores = local_stores(stack)
-
-    def run() -> CheckResult:
-        console.print("Checking the stores: every post stored, in its timelines, fanned out "
-                      "to its followers and mentions…")
-        result = check(stores, sampling=Sampling())
-        print_result(result, console, examples=5)
-        return result
-
-    return run
 
 
 def given_urls(store: Store, values: list[str]) -> dict[str, str]:
@@ -104,31 +86,6 @@ def parse_users(spec: str) -> set[int]:
     return users
 
 
-def print_result(result: CheckResult, console: Console, examples: int | None = None) -> None:
-    """The counts, the examples, and the verdict on the last line."""
-    if result.error is None:
-        console.print(
-            f"Checked {result.posts:,} posts, {result.users:,} home timelines "
-            f"({result.home_timeline_entries:,} entries), {result.user_timeline_entries:,} "
-            f"user-timeline entries, {result.edges:,} follow edges and "
-            f"{result.ended_follows:,} ended follows ({result.scope}) in "
-            f"{result.elapsed_s:.1f} s")
-        if result.sample is not None:
-            console.print(f"Sampled {result.sample} (--full checks every user)",
-                          soft_wrap=True)
-        for kind, count in result.counts.items():
-            console.print(f"  [red]{kind}[/]: {count:,}")
-        for kind, count in result.tolerated.items():
-            console.print(f"  [yellow]{kind}[/] (tolerated): {count:,}")
-        shown = [p for p in result.problems if not p.tolerated] or result.problems
-        for problem in shown[:examples]:
-            console.print(f"    {problem}", markup=False, highlight=False, soft_wrap=True)
-    if result.passed:
-        console.print(f"[bold green]Check passed[/]: {result.reason}", soft_wrap=True)
-    else:
-        console.print(f"[bold red]Check FAILED[/]: {result.reason}", soft_wrap=True)
-
-
 def check_command(
     data_dir: DataDir = DEFAULT_DATA_DIR,
     mongodb_url: Annotated[list[str] | None, typer.Option(
@@ -172,13 +129,8 @@ def check_command(
         raise typer.BadParameter("--full and --users say whom to check: no --sample with them",
                                  param_hint="--sample")
     sampling = None if full else Sampling(users=sample, seed=seed, budget_s=budget)
-    result = check(stores, scope, sampling=sampling, follow_slack_ms=follow_slack, limit=limit)
-    if json_out is not None:
-        json_out.write_text(result.model_dump_json(indent=2))
-    if result.error is not None and (not mongodb_url or not redis_url) and (
-            stack.running_state() is None):
-        console.print(f"The local stack in {stack.data_dir} is not running (socialbench up), "
-                      "or give --mongodb-url and --redis-url.")
-    print_result(result, console, examples=None)
-    if not result.passed:
-        raise typer.Exit(1)
+    options = CheckOptions(
+        stores=stores, data_dir=data_dir, sampling=sampling,
+        users=frozenset(scope) if scope is not None else None, follow_slack_ms=follow_slack,
+        limit=limit, json_out=json_out, urls_given=bool(mongodb_url and redis_url))
+    run(lambda: run_check(options, console), console)

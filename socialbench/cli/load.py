@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import secrets
-import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -16,11 +15,13 @@ from socialbench.cli.options import (
     CpuPlacement,
     DataDir,
     DriverCpus,
+    load_default,
     model_default,
     percent,
     placement,
     placement_for,
     ratio,
+    run,
     seconds_text,
 )
 from socialbench.workloads.driver.config import (
@@ -32,18 +33,13 @@ from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.engine import RampConfig
 
 
-def default(field: str) -> Any:
-    """The default of a LoadConfig field."""
-    return model_default(LoadConfig, field)
-
-
 def load(
     url: Annotated[str, typer.Argument(
         metavar="URL", help="Target, e.g. http://127.0.0.1:8080 (plain http).")],
     rate: Annotated[float, typer.Option("--rate", "-R", help="Requests per second, in total.")],
     duration: Annotated[str, typer.Option("--duration", "-d", help="Measured time.")] = "30s",
     warmup: Annotated[str, typer.Option(help="Load sent first, left out of the results.")] = (
-        seconds_text(default("warmup_s"))),
+        seconds_text(load_default("warmup_s"))),
     workload: Annotated[
         str,
         typer.Option(
@@ -52,15 +48,15 @@ def load(
             help="url (GET the URL), compose-post, read-home-timeline, read-user-timeline, "
             "mixed (60/30/10), or path.py:Name.",
         ),
-    ] = default("workload"),
+    ] = load_default("workload"),
     users: Annotated[int, typer.Option(help="Social-network users: ids in [0, users).")] = (
-        default("users")),
+        load_default("users")),
     distribution: Annotated[
         Distribution, typer.Option("--distribution", "-D", help="Inter-arrival times.")
-    ] = default("distribution"),
+    ] = load_default("distribution"),
     connections: Annotated[
         int, typer.Option("--connections", "-c", help="Connections (the start, if growing).")
-    ] = default("connections"),
+    ] = load_default("connections"),
     max_connections: Annotated[
         int | None,
         typer.Option(help="Grow the pool on demand up to this many; beyond, drop and count."),
@@ -70,7 +66,7 @@ def load(
         typer.Option("--processes", "-P", help="Driver processes (default: the cores available)."),
     ] = None,
     timeout: Annotated[str, typer.Option(help="Per request, from its send.")] = (
-        seconds_text(default("timeout_s"))),
+        seconds_text(load_default("timeout_s"))),
     seed: Annotated[int | None, typer.Option(help="Seed of every random draw.")] = None,
     absolute_form: Annotated[
         bool,
@@ -78,7 +74,7 @@ def load(
             "--absolute-form/--origin-form",
             help="Request line with http://host:port/path (as wrk2's Lua scripts) or /path.",
         ),
-    ] = default("absolute_form"),
+    ] = load_default("absolute_form"),
     json_file: Annotated[
         Path | None, typer.Option("--json", help="Write the full result, histograms included.")
     ] = None,
@@ -95,9 +91,7 @@ def load(
 
     from socialbench.stack.local import LocalStack
     from socialbench.workloads.definitions.core import WorkloadError, load_workload
-    from socialbench.workloads.driver.report import describe, live_line, print_summary
-    from socialbench.workloads.driver.result import SecondStats
-    from socialbench.workloads.driver.runner import DriverError, StoppedBeforeWindow, run_load
+    from socialbench.workloads.runs.load_run import LoadOptions, run_fixed_rate
 
     console = Console(highlight=False, soft_wrap=True)
     error_limit = ratio(max_errors, "--max-errors")
@@ -123,44 +117,6 @@ def load(
         load_workload(config.workload, users=config.users, path=config.target.path)
     except (ValidationError, WorkloadError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
-
-    console.print(describe(config))
-    console.print(f"  CPU placement: {placed.describe()}")
-    stop = threading.Event()
-    stopping_told = False
-
-    def on_second(second: SecondStats) -> None:
-        nonlocal stopping_told
-        if stop.is_set() and not stopping_told:
-            stopping_told = True
-            console.print(f"[yellow]Stopping[/]: nothing more is sent; the requests in flight "
-                          f"get up to {config.timeout_s:g} s (signal again to end at once)")
-        if not quiet:
-            console.print(live_line(second))
-
-    try:
-        with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),
-              signals_as_stop(stop)):
-            result = run_load(config, on_second, stop)
-    except DriverError as exc:
-        console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(1) from None
-    except StoppedBeforeWindow as exc:
-        console.print(f"[bold yellow]Stopped[/]: {exc}")
-        raise typer.Exit(130) from None
-    except KeyboardInterrupt:
-        console.print("[bold yellow]Stopped[/] by a second signal: no result")
-        raise typer.Exit(130) from None
-    result = result.model_copy(update={"placement": placed})
-    print_summary(result, console)
-    if json_file is not None:
-        json_file.parent.mkdir(parents=True, exist_ok=True)
-        json_file.write_text(result.model_dump_json(indent=2))
-        console.print(f"  Result written to {json_file}")
-    if result.stopped_early:
-        raise typer.Exit(130)
-    if result.error_ratio > error_limit:
-        console.print(f"[bold red]FAILED[/]: {result.errors.total:,} errors, "
-                      f"{result.error_ratio:.2%} of the requests, above --max-errors "
-                      f"{percent(error_limit)}")
-        raise typer.Exit(1)
+    options = LoadOptions(config=config, placement=placed, data_dir=data_dir,
+                          max_error_ratio=error_limit, json_file=json_file, quiet=quiet)
+    run(lambda: run_fixed_rate(options, console, signals_as_stop), console)

@@ -1,17 +1,21 @@
-"""Options and parsers that several commands share, defined once."""
+"""Options and parsers that several commands share, defined once; and :func:`run`, how a
+command calls its function outside the CLI and exits (a tool's error caught there only)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
+from rich.console import Console
 
 from socialbench import extras
+from socialbench.errors import SocialbenchError
 from socialbench.workloads import presets
-from socialbench.workloads.driver.config import parse_duration
+from socialbench.workloads.driver.config import LoadConfig, parse_duration
 from socialbench.workloads.driver.placement import (
     Placement,
     PlacementMode,
@@ -24,6 +28,23 @@ DataDir = Annotated[
                        help="The local stack's directory: state, logs and store data.")
 ]
 DEFAULT_DATA_DIR = Path(".socialbench")
+
+
+def run(command: Callable[[], int], console: Console | None = None,
+        soft_wrap: bool | None = None) -> None:
+    """Call ``command`` (a command's one function outside the CLI) and exit with the status
+    it returns; a tool's error (:class:`SocialbenchError`) is printed on ``console`` (else
+    on standard error), exit 1."""
+    try:
+        status = command()
+    except SocialbenchError as exc:
+        if console is None:
+            typer.echo(f"error: {exc}", err=True)
+        else:
+            console.print(f"[bold red]error[/]: {exc}", soft_wrap=soft_wrap)
+        raise typer.Exit(1) from None
+    if status:
+        raise typer.Exit(status)
 
 
 def require_extra(extra: str, feature: str) -> None:
@@ -73,6 +94,11 @@ def ratio(text: str, option: str | None = None) -> float:
 def model_default(model: type[BaseModel], field: str) -> Any:
     """The default of ``model``'s ``field``: an option's default, written once in the model."""
     return model.model_fields[field].default
+
+
+def load_default(field: str) -> Any:
+    """The default of a LoadConfig field: the driver's options of load, ramp and ab."""
+    return model_default(LoadConfig, field)
 
 
 def seconds_text(seconds: float) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,15 +10,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from socialbench.cli.check import check_hook
 from socialbench.cli.interrupts import signals_as_interrupt
-from socialbench.cli.load import default as load_default
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
     CpuPlacement,
     DataDir,
     DriverCpus,
     duration,
+    load_default,
     model_default,
     percent,
     placement,
@@ -28,106 +25,21 @@ from socialbench.cli.options import (
     preset_values,
     ratio,
     require_extra,
+    run,
     seconds_text,
 )
-from socialbench.cli.ramp_grow import run_grow, seed_graph_bulk
-from socialbench.cli.seed import stack_rss
-from socialbench.stack.local import LocalStack, StackError
-from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
-from socialbench.stack.traced import spans_to_receiver
+from socialbench.stack.local import LocalStack
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.driver.placement import PlacementMode
-from socialbench.workloads.probes.memory import (
-    MemoryRecord,
-    cache_warning,
-    composed_at_most,
-    memory_warning,
-)
-from socialbench.workloads.probes.records import PodRecord
-from socialbench.workloads.probes.resources import SamplerFactory
-from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, ResetHook, Sla
+from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, Sla
 from socialbench.workloads.ramp.plan import plan_ramp
-from socialbench.workloads.reports.live import print_headline
-from socialbench.workloads.results.schema import Dataset
-from socialbench.workloads.runs.ramp_job import RampJob, execute
-from socialbench.workloads.seeding.seed import (
-    SeedError,
-    SeedPath,
-    SeedState,
-    default_state_path,
-    seed_graph,
-)
-
-QUICK = {"step_duration": "10s", "warmup": "3s", "pause": "1s", "settle_max": "30s"}
-FULL = {"step_duration": "5m", "warmup": "30s", "pause": "2s", "settle_max": "2m"}
-SETUP_ERRORS = (StackError, SeedError, ServerNotInstalled)
+from socialbench.workloads.runs.local import found_dataset
+from socialbench.workloads.runs.ramp_run import FULL, QUICK, RampOptions, run_ramp
 
 
 def default(field: str) -> Any:
     """The default of a RampConfig field."""
     return model_default(RampConfig, field)
-
-
-def fresh_reset(stack: LocalStack, graph_spec: str, posts_per_user: int, seed_value: int,
-                note: Callable[[str], None], cpus: list[int] | None = None) -> ResetHook:
-    """Before each repeat: empty stores, restarted stack (on ``cpus``), the graph seeded again."""
-
-    def reset(repeat: int) -> None:
-        note(f"[bold]Repeat {repeat}[/]: restarting the local stack with empty stores and "
-             "seeding it (--fresh)")
-        config = stack.restart_fresh(cpus=cpus)
-        seed_graph(config.url, graph_spec, posts_per_user, seed_value)
-
-    return reset
-
-
-def found_dataset(stack: LocalStack, url: str, users: int) -> Dataset:
-    """The data of a stack the ramp does not reset: the seeding recorded for it in the
-    local stack's data dir (socialbench seed), else unknown."""
-    record = SeedState.read(default_state_path(stack.data_dir)) if stack.serves(url) else None
-    if record is None or not record.complete or record.target != url.rstrip("/"):
-        return Dataset(fresh=False, users=users,
-                       note="the target's data as found (not reset by the ramp; use --fresh)")
-    data = record.dataset
-    return Dataset(fresh=False, graph=data.source, users=users,
-                   posts_per_user=data.posts_per_user, seed=data.seed, path=record.path.value,
-                   seeded=record, note="seeded by socialbench seed, then as found (not reset "
-                                       "by the ramp; earlier runs' composes stay)")
-
-
-def ramp_memory(stack: LocalStack, url: str, config: RampConfig, dataset: Dataset,
-                graph_seed: int, stored_posts: int | None = None) -> MemoryRecord:
-    """The stack's memory projected for the data the ramp starts with (``stored_posts``
-    when given, else the seeded posts) and the posts it may compose, with a warning when
-    the machine has not that much."""
-    users, follows, posts = dataset.users, 0, 0
-    if dataset.seeded is not None:
-        data = dataset.seeded.dataset
-        users, follows, posts = data.users, data.follows, data.posts
-    elif dataset.fresh and dataset.graph is not None:
-        from socialbench.workloads.seeding.seed import SeedPlan, load_graph
-
-        data = SeedPlan.make(load_graph(dataset.graph, graph_seed), dataset.graph,
-                             dataset.posts_per_user or 0, graph_seed).dataset()
-        users, follows, posts = data.users, data.follows, data.posts
-    if stored_posts is not None:
-        posts = stored_posts
-    rates = [config.start_rate + step * config.step_rate for step in range(config.max_steps)]
-    if config.max_rate is not None:
-        rates = [min(rate, config.max_rate) for rate in rates]
-    composed = composed_at_most(config.load.workload, rates,
-                                config.step_duration_s + config.warmup_s)
-    posts += composed * (1 if dataset.fresh else config.repeat)
-    local = stack.serves(url)
-    limit = stack.config.memcached_bytes if local else None
-    instances = stack.config.memcached_instances
-    rss = stack_rss(stack) if local else 0
-    warning = memory_warning(users, follows, posts, memcached_limit=limit, stack_rss=rss,
-                             what=f"the stack with {users:,} users, {follows:,} follows and "
-                                  f"{posts:,} posts (the ramp's composes included)")
-    return MemoryRecord.of(users, follows, posts, memcached_limit=limit, stack_rss=rss,
-                           warning=warning, cache_warning=cache_warning(
-                               users, posts, memcached_limit=limit, instances=instances))
 
 
 def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
@@ -147,19 +59,6 @@ def grow_levels(text: str, stack: LocalStack, url: str, fresh: bool,
                                  "which is not running (socialbench up, or --fresh)",
                                  param_hint="--grow")
     return levels
-
-
-def release_pods(release: str, namespace: str, console: Console
-                 ) -> tuple[SamplerFactory, str, list[PodRecord] | None]:
-    """The sampler of a helm release's pods, how it measures, and what the pods had."""
-    from socialbench.workloads.probes.pods import PodError, pod_records, pod_sampler_factory
-
-    sampler, source = pod_sampler_factory(namespace, release)
-    try:
-        return sampler, source, pod_records(namespace, release)
-    except PodError as exc:
-        console.print(f"[yellow]warning[/]: the manifest will not record the pods: {exc}")
-        return sampler, source, None
 
 
 def ramp(
@@ -372,104 +271,23 @@ def ramp(
         raise typer.BadParameter(f"--trace-ratio restarts the local stack in {data_dir} "
                                  f"traced, and {url} is not its running front end",
                                  param_hint="--trace-ratio")
-    if levels is not None and fresh:
-        ppu_source = ctx.get_parameter_source("posts_per_user")
-        try:
-            with signals_as_interrupt():
-                console.print(f"Emptying the local stack's stores and seeding {graph} (bulk "
-                              "path) for the growth (--fresh)")
-                stack.restart_fresh(cpus=placed.stack_cpus
-                                    if placed.mode is PlacementMode.SPLIT else None)
-                seed_graph_bulk(stack, graph, posts_per_user if ppu_source is not None
-                                and ppu_source.name != "DEFAULT" else 0, graph_seed, console)
-        except SETUP_ERRORS as exc:
-            console.print(f"[bold red]error[/]: {exc}")
-            raise typer.Exit(1) from None
-    dataset = (
-        Dataset(fresh=True, graph=graph, users=load.users, posts_per_user=posts_per_user,
-                seed=graph_seed, path=SeedPath.API.value)
-        if fresh and levels is None else found_dataset(stack, url, load.users)
-    )
-    memory = ramp_memory(stack, url, config, dataset, graph_seed)
-    for warning in (memory.warning, memory.cache_warning):
-        if warning and levels is None:
-            console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
-    traced = contextlib.ExitStack()  # with --trace-ratio: the stack traced, until the end
-    try:
-        spans = None if trace_ratio is None else traced.enter_context(
-            spans_to_receiver(stack, trace_ratio, console.print))
-    except SETUP_ERRORS as exc:
-        console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(1) from None
-    sampler, resources_source = stack.sampler_factory(url), stack.resources_source(url)
-    measured_pods = None
-    # A compose stack or a release forwarded to the local stack's port is not the local
-    # stack: neither its configuration nor its stores are the local one's.
-    local = containers is None and pods is None
+    ppu_source = ctx.get_parameter_source("posts_per_user")
+    kinds = None
     if containers is not None:
         from socialbench.deploy.compose import component_kinds
-        from socialbench.workloads.probes.containers import compose_sampler_factory
 
-        sampler, resources_source = compose_sampler_factory(containers, component_kinds())
-    if pods is not None:
-        sampler, resources_source, measured_pods = release_pods(pods, namespace, console)
-    job = RampJob(
+        kinds = component_kinds()
+    options = RampOptions(
         config=config, label=label or workload.replace("/", "-"), results_dir=results_dir,
-        sampler=sampler, resources_source=resources_source,
-        dataset=dataset, mongodb_server=mongodb_flavour(),
-        stack=stack.record(url) if local else None,
-        pods=measured_pods, power_cmd=power_cmd,
-        reset=fresh_reset(stack, graph, posts_per_user, graph_seed, console.print,
-                          placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)
-        if fresh and levels is None else None, placement=placed,
-        quiet=quiet, check=check_hook(stack, url, console) if local else None, spans=spans,
-        memory=memory, preset=followed,
-    )
-    if levels is not None:
-        seeded = dataset.seeded.dataset if dataset.seeded is not None else None
-        try:
-            with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT
-                               else None), signals_as_interrupt()):
-                grown = run_grow(job, stack, levels, users=load.users,
-                                 seed_value=seeded.seed if seeded else graph_seed,
-                                 memory_for=lambda posts: ramp_memory(
-                                     stack, url, config, dataset, graph_seed, posts),
-                                 console=console)
-        except SETUP_ERRORS as exc:
-            console.print(f"[bold red]error[/]: {exc}")
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            console.print("[bold yellow]Interrupted[/]: the levels measured are in the bundle; "
-                          "posts being added are undone by the next growth.")
-            raise typer.Exit(130) from None
-        finally:
-            traced.close()
-        if any(level.interrupted for level in grown):
-            raise typer.Exit(130)
-        return
-    try:
-        with (stack.placed(placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None),
-              signals_as_interrupt()):
-            result = execute(job, console)
-    except SETUP_ERRORS as exc:
-        console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(1) from None
-    finally:
-        traced.close()
-    print_headline(result, console)
-    if result.outcome.interrupted:
-        raise typer.Exit(130)
-    failed = [run for run in result.outcome.runs if run.answer is None]
-    if failed:
-        # A script gets a non-zero exit, and the reason on the last line.
-        console.print(f"[bold red]FAILED[/]: repeat {failed[0].repeat} found no rate that "
-                      f"held the SLA: {failed[0].stop_detail}")
-    check = result.summary.check
-    if check is not None and not check.passed:
-        console.print(f"[bold red]FAILED[/]: the check of the stores: {check.reason}",
-                      soft_wrap=True)
-    if failed or (check is not None and not check.passed):
-        raise typer.Exit(1)
+        data_dir=data_dir, placement=placed, fresh=fresh, graph=graph,
+        posts_per_user=posts_per_user, graph_seed=graph_seed,
+        grow_levels=tuple(levels) if levels is not None else None,
+        grow_posts_per_user=posts_per_user if ppu_source is not None
+        and ppu_source.name != "DEFAULT" else 0,
+        trace_ratio=trace_ratio, containers=containers, container_kinds=kinds,
+        pods=pods, namespace=namespace,
+        power_cmd=power_cmd, quiet=quiet, preset=followed)
+    run(lambda: run_ramp(options, console, signals_as_interrupt), console)
 
 
 def report(

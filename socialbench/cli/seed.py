@@ -1,121 +1,30 @@
 """``socialbench seed``: load a social graph into a running stack.
 
-The logic is :mod:`socialbench.workloads.seeding.seed` (and ``bulk`` for
-``--path bulk``); this module gives the bulk path the local stack's per-service store
-addresses, keeps the progress in ``<data dir>/seed-state.json`` (``--state``), warns when
-the stack would not fit in the machine's memory, and prints what was done.
+Its options (the graph read, the progress file, ``<data dir>/seed-state.json`` unless
+``--state``) into :class:`socialbench.workloads.runs.seed_run.SeedOptions`, and the seeding
+(:func:`~socialbench.workloads.runs.seed_run.run_seed`) from them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import psutil
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from socialbench import registry
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
-from socialbench.registry import ServiceSpec
-from socialbench.runtime.settings import Settings
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, run
 from socialbench.stack.local import LocalStack
-from socialbench.workloads.probes.memory import cache_warning, memory_warning
+from socialbench.workloads.runs.seed_run import SeedOptions, run_seed
 from socialbench.workloads.seeding import graph as graphs
 from socialbench.workloads.seeding.seed import (
     DEFAULT_CONCURRENCY,
     STATE_FILE,
-    BulkExecutor,
-    Executor,
-    SeedDataset,
-    SeedError,
-    SeedInterrupted,
     SeedPath,
-    SeedPlan,
-    SeedReport,
     default_state_path,
-    journal_dir,
-    seed,
 )
 
 console = Console()
-# The bulk path's store clients: few connections (its calls are few and large, and a client
-# picks a connection by scanning its pool), and a minute for a call (a batch of a thousand
-# documents waits behind others on a busy FerretDB: 10 s timed out under load).
-BULK_SETTINGS: dict[str, Any] = {
-    "redis_pool_size": 4, "memcached_pool_size": 4, "mongodb_pool_size": 8,
-    "store_call_timeout_s": 60.0}
-
-
-def service_settings(stack: LocalStack) -> Callable[[ServiceSpec], Settings]:
-    """Each service's settings as the local stack starts it: its stores' addresses (of the
-    stack's store layout)."""
-    config = stack.config
-    prefix = registry.ENV_PREFIX
-
-    def settings_of(spec: ServiceSpec) -> Settings:
-        env = config.service_env(spec)
-        fields: dict[str, Any] = {name[len(prefix):].lower(): value
-                                  for name, value in env.items() if name.startswith(prefix)}
-        return Settings(**fields, **BULK_SETTINGS)
-
-    return settings_of
-
-
-def stack_rss(stack: LocalStack) -> int:
-    """The resident memory of every process of the running local stack (0: not running)."""
-    state = stack.running_state()
-    if state is None:
-        return 0
-    total = 0
-    for component in state.components:
-        if component.pid is None:
-            continue
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(component.pid)
-            for process in (root, *root.children(recursive=True)):
-                with contextlib.suppress(psutil.Error):
-                    total += process.memory_info().rss
-    return total
-
-
-def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list[str]:
-    """The warnings when the stack would outgrow the machine's memory with ``dataset``, or
-    the local stack's memcached would not hold its posts."""
-    limit = stack.config.memcached_bytes if stack is not None else None
-    instances = stack.config.memcached_instances if stack is not None else 1
-    warnings = (
-        memory_warning(dataset.users, dataset.follows, dataset.posts, memcached_limit=limit,
-                       stack_rss=stack_rss(stack) if stack is not None else 0,
-                       what=f"the stack with {dataset.graph} and {dataset.posts:,} posts"),
-        cache_warning(dataset.users, dataset.posts, memcached_limit=limit,
-                      instances=instances))
-    return [warning for warning in warnings if warning]
-
-
-def bulk_executor(stack: LocalStack, state_path: Path) -> BulkExecutor:
-    from socialbench.workloads.seeding.bulk import InProcessServices
-
-    return BulkExecutor(InProcessServices(service_settings(stack)), journal_dir(state_path))
-
-
-def print_report(report: SeedReport, out: Console) -> None:
-    record = report.record
-    table = Table("phase", "items", "ok", "already there", "failed", "time", "rate")
-    for phase, counts in report.counts.items():
-        failed = {k: n for k, n in counts.items() if k not in ("ok", "exists")}
-        whole = record.phases[phase] if record is not None else None
-        rate = whole.rate() if whole is not None else None
-        table.add_row(phase, f"{whole.items:,}" if whole else "", f"{counts['ok']:,}",
-                      f"{counts['exists']:,}",
-                      ", ".join(f"{k}: {n}" for k, n in failed.items()) or "0",
-                      f"{whole.elapsed_s:,.1f} s" if whole else "",
-                      f"{rate:,.0f}/s" if rate else "")
-    out.print(table)
 
 
 def seed_command(
@@ -158,38 +67,8 @@ def seed_command(
         social_graph = graphs.load(graph, seed=seed_value)
     except (graphs.GraphFormatError, OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--graph") from None
-    plan = SeedPlan.make(social_graph, graph, posts_per_user, seed_value)
-    dataset = plan.dataset()
-    how = "one way" if social_graph.directed else "both ways"
-    console.print(f"Seeding {social_graph.name}: {dataset.users:,} users, "
-                  f"{dataset.edges:,} edges (followed {how}: {dataset.follows:,} follows), "
-                  f"{dataset.posts:,} posts into {target} (--path {path.value})")
-    for warning in seed_memory_warnings(dataset, stack if stack.serves(target) else None):
-        console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
-    executor: Executor | None = (bulk_executor(stack, state_path)
-                                 if path is SeedPath.BULK else None)
-    try:
-        report = asyncio.run(seed(target, social_graph, posts_per_user=posts_per_user,
-                                  concurrency=concurrency, seed_value=seed_value,
-                                  source=graph, executor=executor, state_path=state_path,
-                                  restart=restart, console=console))
-    except SeedInterrupted as exc:
-        console.print(f"[bold yellow]Stopped[/]: {exc}", soft_wrap=True)
-        raise typer.Exit(130) from None
-    except SeedError as exc:
-        console.print(f"[bold red]error[/]: {exc}", soft_wrap=True)
-        raise typer.Exit(1) from None
-    record = report.record
-    if report.already_done and record is not None:
-        console.print(f"Already seeded (recorded in {state_path}, --path {record.path.value}): "
-                      f"{record.summary()}. --restart seeds it again.", soft_wrap=True)
-        return
-    if report.resumed:
-        console.print(f"Continued the seeding recorded in {state_path}.")
-    print_report(report, console)
-    if record is not None and record.complete:
-        console.print(f"Seeded with --path {record.path.value} in {record.runs} run(s): "
-                      f"{record.summary()}", soft_wrap=True)
-    if report.failures:
-        console.print("Some items failed: run the same command again to retry them.")
-        raise typer.Exit(1)
+    options = SeedOptions(
+        target=target, graph=social_graph, source=graph, data_dir=data_dir,
+        state_path=state_path, posts_per_user=posts_per_user, path=path,
+        concurrency=concurrency, seed_value=seed_value, restart=restart)
+    run(lambda: run_seed(options, console), console, soft_wrap=True)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from socialbench.deploy.probe import wait_healthy
+from socialbench.errors import SocialbenchError
 
 if TYPE_CHECKING:
     from socialbench.workloads.driver.result import LoadResult
@@ -345,7 +346,7 @@ def drive(collector_url: str, *, drivers: int, rate: float, index: int, seed: in
 # ---------------------------------------------------------------- the bundle, fetched
 
 
-class FetchError(RuntimeError):
+class FetchError(SocialbenchError, RuntimeError):
     """The collector has no bundle to give (not reachable, not merged yet)."""
 
 

@@ -44,7 +44,7 @@ from socialbench.runtime.errors import (
     InvalidArgument,
     NotFound,
     PayloadTooLarge,
-    SocialbenchError,
+    ServiceError,
     StoreError,
 )
 from socialbench.runtime.faults import fault_middleware
@@ -263,11 +263,11 @@ def _add_operational_routes(app: FastAPI) -> None:
                 "clients": await context.stores.describe()}
 
 
-def _error_response(request: Request, error: SocialbenchError) -> Response:
+def _error_response(request: Request, error: ServiceError) -> Response:
     return _error_answer(request.app.state, request.scope, error)
 
 
-def _error_answer(state: Any, scope: Scope, error: SocialbenchError) -> Response:
+def _error_answer(state: Any, scope: Scope, error: ServiceError) -> Response:
     """The answer to ``error`` (counted in ``/stats``) of the request ``scope``."""
     context: ServiceContext | None = getattr(state, "context", None)
     if context is not None:
@@ -341,7 +341,7 @@ class AnswerEveryError:
 
 def _answer_exception(state: Any, scope: Scope, exc: Exception) -> Response:
     """The answer to an exception an endpoint raised, as the exception handlers give it."""
-    if isinstance(exc, SocialbenchError):
+    if isinstance(exc, ServiceError):
         return _error_answer(state, scope, exc)
     if isinstance(exc, ClientDisconnect):
         return _error_answer(state, scope, _client_gone())
@@ -383,8 +383,8 @@ def _http_error(exc: HTTPException) -> ClientError | InternalError:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(SocialbenchError)
-    async def on_error(request: Request, exc: SocialbenchError) -> Response:
+    @app.exception_handler(ServiceError)
+    async def on_error(request: Request, exc: ServiceError) -> Response:
         return _error_response(request, exc)
 
     @app.exception_handler(RequestValidationError)

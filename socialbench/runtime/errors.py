@@ -1,6 +1,6 @@
 """The one error hierarchy of the runtime, and its HTTP status codes.
 
-    SocialbenchError
+    ServiceError
      ├── ClientError         4xx, nothing changed: InvalidArgument 400, Unauthorized 401,
      │                       NotFound 404, Conflict 409, PayloadTooLarge 413 (over a cap),
      │                       ClientClosedRequest 499 (the caller hung up first)
@@ -10,13 +10,14 @@
                              NeighbourTimeout 504, NeighbourError (its status, passed on)
 
 Every error carries a ``kind`` (its class name) used in JSON error bodies and in the
-per-process error counters.
+per-process error counters. These are the services' answers, raised and caught inside a
+service: not under the tools' root (socialbench/errors.py), which a command catches to exit.
 """
 
 from __future__ import annotations
 
 
-class SocialbenchError(Exception):
+class ServiceError(Exception):
     """Base of every error the services raise on purpose."""
 
     status_code = 500
@@ -30,7 +31,7 @@ class SocialbenchError(Exception):
         return type(self).__name__
 
 
-class ClientError(SocialbenchError):
+class ClientError(ServiceError):
     status_code = 400
 
 
@@ -61,17 +62,17 @@ class ClientClosedRequest(ClientError):
     status_code = 499
 
 
-class InternalError(SocialbenchError):
+class InternalError(ServiceError):
     """An exception nothing mapped: answered 500 like the rest, the connection kept."""
 
     status_code = 500
 
 
-class StoreError(SocialbenchError):
+class StoreError(ServiceError):
     status_code = 503
 
 
-class RPCError(SocialbenchError):
+class RPCError(ServiceError):
     status_code = 502
 
 

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_valid
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from socialbench import registry
+from socialbench.errors import SocialbenchError
 from socialbench.runtime.redis_client import parse_redis_urls
 
 
@@ -28,7 +29,7 @@ MIN_SECRET_CHARS = 32
 PUBLIC_SECRETS = frozenset({"secret", "socialbench-login-token-secret-change-me"})
 
 
-class LoginSecretMissing(RuntimeError):
+class LoginSecretMissing(SocialbenchError, RuntimeError):
     """A service process was started without the login-token secret."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from socialbench import registry
+from socialbench.errors import SocialbenchError
 from socialbench.stack import launcher
 from socialbench.stack.servers import store_durability
 from socialbench.workloads.driver.config import Target
@@ -43,7 +44,7 @@ PSUTIL_SOURCE = (
 )
 
 
-class StackError(RuntimeError):
+class StackError(SocialbenchError, RuntimeError):
     """The local stack did not start or stop as asked; the message says why and where to look."""
 
 

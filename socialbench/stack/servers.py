@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from socialbench import registry
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.driver.hostload import usable_cpus
 
 
-class ServerNotInstalled(RuntimeError):
+class ServerNotInstalled(SocialbenchError, RuntimeError):
     """A server binary is missing; the message says how to install it."""
 
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
 
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.energy import Meter, OpsEnergy
 from socialbench.workloads.cache.result import CacheResult, build_result
@@ -34,7 +35,7 @@ READY_TIMEOUT_S = 300.0  # importing, connecting, prefilling and building the st
 FINISH_GRACE_S = 60.0
 
 
-class CacheLoadError(RuntimeError):
+class CacheLoadError(SocialbenchError, RuntimeError):
     """The generator could not run (no connection, a process failed, died or hung)."""
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from socialbench.errors import SocialbenchError
+
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 
 
@@ -43,7 +45,7 @@ class Workload(Protocol):
         ...
 
 
-class WorkloadError(ValueError):
+class WorkloadError(SocialbenchError, ValueError):
     """A workload name or ``path.py:Name`` spec that cannot be loaded; the message says why."""
 
 

@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
 from typing import Protocol, TypeVar
 
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.driver.config import LoadConfig
 from socialbench.workloads.driver.hostload import HostSampler, usable_cpus
 from socialbench.workloads.driver.result import (
@@ -45,11 +46,11 @@ STOP_POLL_S = 0.2  # how soon a stop asked (``run_load``'s ``stop``) reaches the
 SecondCallback = Callable[[SecondStats], None]
 
 
-class DriverError(RuntimeError):
+class DriverError(SocialbenchError, RuntimeError):
     """The driver could not run (a worker could not connect, failed, died or hung)."""
 
 
-class StoppedBeforeWindow(RuntimeError):
+class StoppedBeforeWindow(SocialbenchError, RuntimeError):
     """The run was stopped (``run_load``'s ``stop``) before its measured window began."""
 
 

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from socialbench.errors import SocialbenchError
+
 Command = Literal["ramp", "cache run", "cache scale"]
 
 
@@ -90,7 +92,7 @@ class PresetRecord(BaseModel):
                 + "; ".join(map(str, self.deviations)))
 
 
-class UnknownPreset(ValueError):
+class UnknownPreset(SocialbenchError, ValueError):
     """No preset by that name, or not one of this command's."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.probes.resources import (
     NOTHING,
     Reading,
@@ -39,7 +40,7 @@ SOURCE = (
 )
 
 
-class ContainerError(RuntimeError):
+class ContainerError(SocialbenchError, RuntimeError):
     """The engine could not be reached or the project has no running container."""
 
 

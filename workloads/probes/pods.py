@@ -32,6 +32,7 @@ from kubernetes.utils import parse_quantity
 from urllib3.exceptions import HTTPError
 from yaml import YAMLError
 
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.probes.records import PodRecord, PodResources
 from socialbench.workloads.probes.resources import (
     NOTHING,
@@ -62,7 +63,7 @@ SOURCE = (
 )
 
 
-class PodError(RuntimeError):
+class PodError(SocialbenchError, RuntimeError):
     """The API server could not be reached, or answered an error."""
 
 

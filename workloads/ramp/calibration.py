@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from socialbench.errors import SocialbenchError
+
 CPU_ROUNDS = 90_000  # iterations of the CPU loop per process: about 60 ms on a 2020s core
 # Each part is timed in blocks and the median block counts: a blip of another process
 # moves one block, a lasting load moves them all.
@@ -82,7 +84,7 @@ while True:
 """
 
 
-class CalibrationError(RuntimeError):
+class CalibrationError(SocialbenchError, RuntimeError):
     """The calibration could not run (a child process failed or hung)."""
 
 

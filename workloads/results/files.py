@@ -17,6 +17,7 @@ from hdrh.log import HistogramLogReader, HistogramLogWriter
 from pydantic import BaseModel, TypeAdapter
 
 from socialbench import __version__
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.check.contents import CheckResult
 from socialbench.workloads.driver.histogram import new_histogram
 from socialbench.workloads.probes.spans import (
@@ -263,7 +264,7 @@ def write_schemas(directory: Path) -> None:
         (directory / name).write_text(json.dumps(schema, indent=2))
 
 
-class BundleError(ValueError):
+class BundleError(SocialbenchError, ValueError):
     """A directory that is not a readable bundle; the message says why."""
 
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.table import Table
 
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, run_load
 from socialbench.workloads.probes.resources import SamplerFactory
 from socialbench.workloads.ramp.engine import wait_until_idle
@@ -49,7 +50,7 @@ METRICS = {
 }
 
 
-class AbError(RuntimeError):
+class AbError(SocialbenchError, RuntimeError):
     """The A/B run could not go on (a target down, the driver failed)."""
 
 

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 
 from socialbench import registry
+from socialbench.errors import SocialbenchError
 from socialbench.registry import ServiceSpec
 from socialbench.runtime.app import ServiceContext, service_logic, strict_json_body
 from socialbench.runtime.dispatch import InternalRoute, find_internal_routes
@@ -81,7 +82,7 @@ class Published:
     mentioned: list[int]
 
 
-class UndoFailed(RuntimeError):
+class UndoFailed(SocialbenchError, RuntimeError):
     """Some of compose-post's removals failed: the posts may still be in part in the stores."""
 
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from socialbench.errors import SocialbenchError
 
-class GraphFormatError(ValueError):
+
+class GraphFormatError(SocialbenchError, ValueError):
     """A graph file that cannot be read; the message names the file and line."""
 
 

@@ -42,6 +42,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from socialbench.errors import SocialbenchError
 from socialbench.workloads.definitions.core import FORM_CONTENT_TYPE
 from socialbench.workloads.definitions.socialnetwork import (
     USER_TIMELINE_PATH,
@@ -74,7 +75,7 @@ class SeedPath(StrEnum):
     BULK = "bulk"
 
 
-class SeedError(RuntimeError):
+class SeedError(SocialbenchError, RuntimeError):
     """Seeding failed: the graph could not be read, or some requests failed (says which)."""
 
 

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from socialbench.cli import app
-from socialbench.cli.locust import LOCUSTFILE, bundle_dir, locust_argv
+from socialbench.workloads.runs.locust_run import LOCUSTFILE, bundle_dir, locust_argv
 from tests.support import socialbench
 
 GRAPH = "synthetic:40:3"

@@ -15,12 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from socialbench.cli import app
-from socialbench.cli.demo import choose_placement
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.driver import LoadResult
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.driver.placement import PlacementMode, parse_cpus, plan_placement
+from socialbench.workloads.runs.demo import choose_placement
 from tests.workloads.conftest import CapacityServer
 
 two_cpus = pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPUs to split")

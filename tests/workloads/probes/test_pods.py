@@ -29,7 +29,6 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from socialbench.cli import app
-from socialbench.cli.ramp import release_pods
 from socialbench.stack.launcher import CONFIG_FILE, StackConfig
 from socialbench.stack.servers import free_port
 from socialbench.workloads.probes.pods import (
@@ -46,6 +45,7 @@ from socialbench.workloads.probes.pods import (
 from socialbench.workloads.probes.records import PodResources
 from socialbench.workloads.probes.resources import ComponentUsage, Reading
 from socialbench.workloads.results.files import read_bundle
+from socialbench.workloads.runs.ramp_run import release_pods
 from tests.workloads.conftest import CapacityServer
 
 HERE = Path(__file__).parent

@@ -221,8 +221,8 @@ def test_another_dataset_starts_over_and_another_path_is_refused(tmp_path: Path)
 
 
 def test_a_ramp_on_a_seeded_local_stack_records_the_seeding(tmp_path: Path) -> None:
-    from socialbench.cli.ramp import found_dataset
     from socialbench.stack.local import LocalStack
+    from socialbench.workloads.runs.local import found_dataset
 
     stack = LocalStack(tmp_path)
     url = stack.config.url

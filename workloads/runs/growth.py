@@ -3,7 +3,8 @@
 The levels' order is :func:`socialbench.workloads.runs.grow_levels.run_levels`; this module gives
 it the local stack: posts added with the seeder's bulk path (workloads/seeding/add_posts.py),
 the stores measured (socialbench/stack/store_stats.py), and each level's ramp run as
-``socialbench ramp`` runs one.
+``socialbench ramp`` runs one. Entry points: :func:`run_grow`, and
+:func:`seed_graph_bulk` (the graph seeded first, with ``--fresh``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from socialbench import __version__
-from socialbench.cli.seed import bulk_executor, service_settings
 from socialbench.stack.local import LocalStack
 from socialbench.stack.store_stats import memcached_counters, store_figures
 from socialbench.workloads.probes import machine
@@ -34,6 +34,7 @@ from socialbench.workloads.results.growth import (
     level_record,
 )
 from socialbench.workloads.runs.grow_levels import run_levels
+from socialbench.workloads.runs.local import bulk_executor, service_settings
 from socialbench.workloads.runs.ramp_job import RampJob, execute
 from socialbench.workloads.seeding import add_posts as growth
 from socialbench.workloads.seeding.seed import (
@@ -132,6 +133,7 @@ def run_grow(job: RampJob, stack: LocalStack, levels: list[int], *, users: int,
 
 
 def print_curve(levels: list[GrowLevel], console: Console) -> None:
+    """The levels as a table: the curve in numbers."""
     table = Table("posts", "users", "max req/s", "p99 ms", "CPU ms/req", "memcached hits",
                   "Redis GiB", "MongoDB files GiB")
     for level in levels:
