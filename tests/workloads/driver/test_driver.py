@@ -177,8 +177,9 @@ def test_a_stop_ends_the_window_early_and_the_result_is_of_the_shorter_window(
     assert time.monotonic() - started < 15  # not the 60 s asked
     assert result.stopped_early
     assert 2.4 < result.window_s < 3.0, result.window_s  # from the end of the warm-up
-    # Every request due in the shorter window was sent and answered, and only those.
-    assert abs(result.scheduled - 500 * result.window_s) <= 2
+    # Every request due in the shorter window was sent and answered, and only those (the two
+    # processes see the stop a few ms apart on a busy host: 10 ms of the schedule allowed).
+    assert abs(result.scheduled - 500 * result.window_s) <= 5
     assert result.ok == result.sent == result.scheduled == accounted(result)
     assert abs(result.achieved_rps - 500) / 500 <= 0.05
 
