@@ -104,7 +104,8 @@ class Cluster:
 
 def checked_posts(check_output: str) -> int:
     """The number of posts `socialbench check` read."""
-    return int(check_output.split("Checked ", 1)[1].split(" posts", 1)[0])
+    # "Checked 1,933 posts, …": thousands grouped by commas.
+    return int(check_output.split("Checked ", 1)[1].split(" posts", 1)[0].replace(",", ""))
 
 
 def load(url: str, rate: float, duration_s: float, seed: int = 11) -> LoadResult:
