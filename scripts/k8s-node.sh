@@ -60,9 +60,10 @@
 # containerd, whose image store ($LIB/node-I/containerd) is kept between runs; an image
 # whose podman id has not changed is not imported again. `up` writes a values file for
 # the chart naming them ($RUN/values.yaml); everything else is the chart's defaults.
-# The stores' persistence (stores.*.persistence.enabled) binds static local volumes of
-# the default StorageClass `local`, 12 on each of the stack's nodes ($LIB/volumes/node-I,
-# removed by `down` with the cluster), each bound to its node as a real node-local disk:
+# The stores' claims (the chart's default: stores.*.persistence) bind static local volumes
+# of the default StorageClass `local`, 24 on each of the stack's nodes
+# ($LIB/volumes/node-I, removed by `down` with the cluster), each bound to its node as a
+# real node-local disk: a store's pod comes back with its data, on its node.
 #
 #   eval "$(scripts/k8s-node.sh env)"
 #   helm install sn helm/socialnetwork -f "$SOCIALBENCH_K8S_VALUES"
@@ -565,7 +566,7 @@ start_node() {  # the current node: namespaces, containerd, images, agents
   node_agents
 }
 
-VOLUMES=12                        # local PersistentVolumes per stack node
+VOLUMES=24                        # local PersistentVolumes per stack node (a release claims 9)
 VOLUME_SIZE=50Gi
 
 storage() {  # a default StorageClass of static local volumes: the stores' persistence

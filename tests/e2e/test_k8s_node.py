@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,15 @@ from socialbench.deploy import loadjob
 from socialbench.registry import StoreLayout
 from socialbench.workloads.driver import LoadConfig, run_load
 from socialbench.workloads.driver.result import LoadResult
-from tests.e2e.kube import RELEASE, ROOT, Cluster, checked_posts, load, running_cluster
+from tests.e2e.kube import (
+    RELEASE,
+    ROOT,
+    Cluster,
+    deleted_pod_replaced_under_load,
+    load,
+    running_cluster,
+    upgrade_keeps_the_secret_and_data_then_uninstall,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -41,12 +48,11 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def installed(cluster: Cluster) -> Cluster:
-    """The chart with the defaults (the per-service layout; Redis's persistence on), every
-    pod Ready, seeded."""
+    """The chart with the defaults (the per-service layout; MongoDB's and Redis's volumes
+    claimed), every pod Ready, seeded."""
     started = time.monotonic()
     cluster.helm("install", RELEASE, "helm/socialnetwork", "-f",
-                 cluster.env["SOCIALBENCH_K8S_VALUES"],
-                 "--set", "stores.redis.persistence.enabled=true")
+                 cluster.env["SOCIALBENCH_K8S_VALUES"])
     cluster.wait_rolled_out()
     ready_s = time.monotonic() - started
     cluster.kubectl("wait", "--for=condition=complete", "job",
@@ -92,47 +98,13 @@ def test_the_load_job_runs_two_drivers_and_merges_them(installed: Cluster,
 
 
 def test_a_deleted_pod_is_replaced_under_load_and_no_post_is_lost(installed: Cluster) -> None:
-    results: list[LoadResult] = []
-    driver = threading.Thread(target=lambda: results.append(
-        load(installed.front_end(), rate=100, duration_s=40)))
-    driver.start()
-    time.sleep(12)
-    (old,) = installed.pods("app.kubernetes.io/name=home-timeline")
-    installed.kubectl("delete", "pod", old["metadata"]["name"], "--wait=false")
-    driver.join(120)
-    (result,) = results
-
-    (new,) = [p for p in installed.pods("app.kubernetes.io/name=home-timeline")
-              if p["status"]["phase"] == "Running"]
-    assert new["metadata"]["name"] != old["metadata"]["name"]
-    # The old pod serves through its drain (drainSeconds) while the new one starts: errors,
-    # if any, only around the replacement, none in the last 10 s, and the tail back.
-    errors = [s.second for s in result.timeline if s.errors]
-    assert len(errors) <= 8, errors
-    last = result.timeline[-10:]
-    assert sum(s.errors for s in last) == 0 and max(s.latency_p99_us for s in last) < 500_000
-    assert result.completed >= 3800
-    assert "Check passed" in installed.check()
+    deleted_pod_replaced_under_load(installed)
 
 
 def test_upgrade_keeps_the_secret_and_data_and_uninstall_leaves_nothing(
     installed: Cluster,
 ) -> None:
-    secret = installed.json("get", "secret", f"{RELEASE}-login-secret")["data"]
-    posts_before = checked_posts(installed.check())
-
-    installed.helm("upgrade", RELEASE, "helm/socialnetwork", "--reuse-values",
-                   "--set", "services.user.replicas=1")
-    installed.wait_rolled_out()
-
-    assert installed.json("get", "secret", f"{RELEASE}-login-secret")["data"] == secret
-    assert checked_posts(installed.check()) == posts_before
-    installed.helm("uninstall", RELEASE, "--wait", "--timeout", "120s")
-    deadline = time.monotonic() + 120
-    while installed.kubectl("get", "pods", "-o", "name").strip():
-        assert time.monotonic() < deadline, installed.kubectl("get", "pods")
-        time.sleep(2)
-    assert installed.kubectl("get", "deployment,statefulset,job", "-o", "name").strip() == ""
+    upgrade_keeps_the_secret_and_data_then_uninstall(installed)
 
 
 @pytest.mark.skipif(os.environ.get(REDIS_CLUSTER_ENV) != "1", reason=(
