@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -12,6 +13,9 @@ import pytest
 
 from socialbench.stack.servers import ServerCommand, ServerProcess
 from socialbench.workloads.driver.hostload import read_stat, usable_cpus
+
+# CI's run (.ci/run sets it): tests another test covers on the same code are skipped.
+SHORT = os.environ.get("SOCIALBENCH_TEST_SHORT") == "1"
 
 
 def socialbench(*args: str) -> subprocess.CompletedProcess[str]:

@@ -4,9 +4,11 @@
 each a kubelet with its own containerd in its own network namespace, pods routed between
 them by the host (docs/deploy.md, "Several nodes"); the client node tainted for the load
 Job alone, on a CPU of its own. Skipped where the Kubernetes binaries are not built or
-the test does not run as root, as test_k8s_node.py. A stack node lost under load and
-brought back takes about 5 minutes more: SOCIALBENCH_TEST_K8S_NODE_LOSS=1 runs it.
-docs/deploy.md has the times.
+the test does not run as root, as test_k8s_node.py. Also the one-node module's checks
+that CI runs here alone (SOCIALBENCH_TEST_SHORT=1): a pod deleted under load, upgrade
+and uninstall (the last test). A stack node lost under load and brought back takes
+about 6 minutes more: SOCIALBENCH_TEST_K8S_NODE_LOSS=1 runs it. docs/deploy.md has the
+times.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from socialbench.workloads.probes.pods import pod_records
 from tests.e2e.kube import (
     RELEASE,
     Cluster,
+    deleted_pod_replaced_under_load,
     load,
     post_ids,
     running_cluster,
+    upgrade_keeps_the_secret_and_data_then_uninstall,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -170,6 +174,10 @@ def _wait(what: str, seconds: float, done: Any) -> float:
     return time.monotonic() - started
 
 
+def test_a_deleted_pod_is_replaced_under_load_and_no_post_is_lost(installed: Cluster) -> None:
+    deleted_pod_replaced_under_load(installed)
+
+
 def node_to_lose(cluster: Cluster) -> int:
     """The stack node (not node 0, the control plane's) that runs post-storage's MongoDB, so
     that the posts are on the node lost; else node 2."""
@@ -179,7 +187,7 @@ def node_to_lose(cluster: Cluster) -> int:
 
 
 @pytest.mark.skipif(os.environ.get(NODE_LOSS_ENV) != "1", reason=(
-    f"a node lost and brought back under load, about 5 minutes more: {NODE_LOSS_ENV}=1 runs it"))
+    f"a node lost and brought back under load, about 6 minutes more: {NODE_LOSS_ENV}=1 runs it"))
 def test_a_stack_node_lost_under_load_and_brought_back(installed: Cluster) -> None:
     """A stack node stopped (kubelet, containers, network) 10 s into 50 req/s of the mixed
     load; the Deployments' pods it ran replaced elsewhere after the chart's nodeLostSeconds
@@ -238,3 +246,9 @@ def test_a_stack_node_lost_under_load_and_brought_back(installed: Cluster) -> No
     assert "Check passed" in checked
     assert lost_posts == 0, f"{lost_posts} posts of the lost node's stores gone"
 
+
+def test_upgrade_keeps_the_secret_and_data_and_uninstall_leaves_nothing(
+    installed: Cluster,
+) -> None:
+    """The module's last test: it removes the release."""
+    upgrade_keeps_the_secret_and_data_then_uninstall(installed)
