@@ -43,11 +43,13 @@
 # last CPU, the stack's nodes the others (--client-cpus, --stack-cpus; default: all CPUs
 # for every node). Each node carries its CPUs in the annotation socialbench.io/cpus.
 #
-# An arm64 node (--arm64-node: the last stack node) says kubernetes.io/arch=arm64 (its
-# kubelet's --node-labels over the amd64 it would report) and has the arm64 variants of
-# the images (podman's <image>-arm64, scripts/containers/arm64.sh) under the images' own
-# names, run by QEMU through binfmt_misc (Debian's qemu-user-static; the pause image stays
-# amd64). docs/deploy.md, "A mixed-arch cluster", says what containerd makes of it.
+# An arm64 node (--arm64-node: the last stack node) runs a kubelet built for arm64
+# (scripts/build-k8s.sh --arm64-kubelet) under QEMU, so it says kubernetes.io/arch=arm64
+# (an amd64 kubelet puts amd64 back over --node-labels at every status update), and has
+# the arm64 variants of the images (podman's <image>-arm64, scripts/containers/arm64.sh)
+# under the images' own names, which its containerd (amd64) runs by QEMU through
+# binfmt_misc (Debian's qemu-user-static; the pause image stays amd64). docs/deploy.md,
+# "A mixed-arch cluster".
 #
 # The pods' and daemons' processes are in the cgroup /socialbench-k8s/node-I (node I's
 # kubelet's cgroupRoot, cgroupfs driver); `down` kills every process there, then the
@@ -515,7 +517,11 @@ EOF
   # Pods of dnsPolicy Default get the host's resolver, which the node cannot reach:
   # the cluster's DNS then, as for every other pod.
   echo "nameserver $NODE_IP" >"$NODE_RUN/coredns/host-resolv.conf"
-  start kubelet "$bin/kubelet" --config "$NODE_RUN/kubelet.yaml" --kubeconfig "$RUN/kubeconfig" \
+  # The arm64 node's kubelet is built for arm64 (run by QEMU): an amd64 kubelet sets
+  # kubernetes.io/arch back to amd64 at every node-status update, over --node-labels.
+  local kubelet=$bin/kubelet
+  [ "$I" = "$ARM64" ] && kubelet=$bin/linux_arm64/kubelet
+  start kubelet "$kubelet" --config "$NODE_RUN/kubelet.yaml" --kubeconfig "$RUN/kubeconfig" \
     --root-dir "$NODE_LIB/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
     --cert-dir "$NODE_RUN/pki/kubelet" "${labels[@]}" "${taints[@]}"
   cat >"$NODE_RUN/kube-proxy.yaml" <<EOF
@@ -700,6 +706,8 @@ up() {
     [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || die "--arm64-node: no QEMU for arm64" \
       "in binfmt_misc (scripts/containers/arm64.sh registers it)"
     [ "$stack_nodes" -ge 2 ] || die "--arm64-node: give --nodes 2 or more (node 0 stays amd64)"
+    [ -x "$bin/linux_arm64/kubelet" ] || die "--arm64-node: no kubelet built for arm64" \
+      "($bin/linux_arm64/kubelet: scripts/build-k8s.sh --arm64-kubelet)"
   fi
   shape "$stack_nodes" "$client" "$arm64" "$stack_cpus" "$client_cpus"
   step "packages and binaries"
