@@ -13,6 +13,12 @@
 # The node also needs Debian's containerd, runc and containernetworking-plugins, which
 # scripts/k8s-node.sh installs.
 #
+# --arm64-kubelet also cross-compiles the kubelet for linux/arm64 into
+# $GOBIN/linux_arm64/kubelet, which `k8s-node.sh up --arm64-node` runs under QEMU: an
+# amd64 kubelet puts kubernetes.io/arch back to amd64 at every node-status update, so
+# only a kubelet built for arm64 makes a node that says arm64 (docs/deploy.md, "A
+# mixed-arch cluster").
+#
 # `go install k8s.io/kubernetes/cmd/...@v` is refused (its go.mod replaces the staging
 # modules k8s.io/api, k8s.io/client-go, ... with ./staging), and so is etcd's server
 # (replaces with ../api, ...). So build them as tools of a throwaway module whose own
@@ -22,6 +28,12 @@
 # CoreDNS has no replaces: `go install` builds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+arm64_kubelet=false
+case "${1:-}" in
+  --arm64-kubelet) arm64_kubelet=true ;;
+  "") ;;
+  *) echo "usage: $0 [--arm64-kubelet]" >&2; exit 2 ;;
+esac
 . scripts/common.sh
 kubernetes=v1.34.12
 staging=v0.${kubernetes#v1.}
@@ -38,6 +50,7 @@ built() { [ -x "$dir/$1" ] && grep -qxF "$1 $2" "$record" 2>/dev/null; }
 missing=()
 for name in etcd "${commands[@]}"; do built "$name" "$kubernetes" || missing+=("$name"); done
 built coredns "$coredns" || missing+=(coredns)
+if $arm64_kubelet; then built linux_arm64/kubelet "$kubernetes" || missing+=(linux_arm64/kubelet); fi
 if [ ${#missing[@]} = 0 ]; then
   echo "$version already in $dir"; exit 0
 fi
@@ -86,6 +99,11 @@ build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build kubelet k8s.io/kubernetes/cmd/kubelet
 build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 build kubectl k8s.io/kubernetes/cmd/kubectl
+if $arm64_kubelet && ! built linux_arm64/kubelet "$kubernetes"; then
+  mkdir -p "$dir/linux_arm64"
+  GOARCH=arm64 CGO_ENABLED=0 build linux_arm64/kubelet k8s.io/kubernetes/cmd/kubelet \
+    "for linux/arm64"
+fi
 if ! built coredns "$coredns"; then
   start=$SECONDS
   quietly "go install coredns $coredns" env GOBIN="$dir" \

@@ -2,7 +2,8 @@
 # The helm chart against a real control plane, without kubelets: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler (scripts/build-k8s.sh) on free ports of
 # 127.0.0.1, two Node objects (kubernetes.io/arch amd64 and arm64, Ready, 64 cpu,
-# 256Gi, 110 pods) made through the API, then
+# 256Gi, 110 pods) made through the API, a default StorageClass with 20 static local
+# volumes on each (the stores claim volumes by default), then
 #   sn-default: helm install with the default values
 #   sn-arm64:   helm install with load and locust on and the whole stack pinned to arm64
 # It checks that the API server holds every object of both releases and accepts each
@@ -199,6 +200,28 @@ def make_nodes() -> None:
         print(f"    Node {name}: kubernetes.io/arch={arch}, Ready, cpu/memory/pods {resources}")
 
 
+def make_volumes(per_node: int = 20) -> None:
+    """A default StorageClass of static local volumes, PER_NODE on each node: the stores'
+    claims (persistence on by default) bind to them when their pods are scheduled."""
+    call("POST", "/apis/storage.k8s.io/v1/storageclasses", {
+        "metadata": {"name": "local",
+                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer"})
+    for arch in ARCHES:
+        node = f"node-{arch}"
+        for i in range(per_node):
+            call("POST", "/api/v1/persistentvolumes", {
+                "metadata": {"name": f"{node}-pv-{i}"},
+                "spec": {"capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "local",
+                         "local": {"path": f"/var/lib/volumes/pv-{i}"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{
+                             "matchExpressions": [{"key": "kubernetes.io/hostname",
+                                                   "operator": "In", "values": [node]}]}]}}}})
+    print(f"    StorageClass local (default): {per_node} local volumes on each node")
+
+
 def paths() -> dict[tuple[str, str], tuple[str, bool]]:
     """(apiVersion, kind) -> (the collection's path prefix, namespaced), from discovery."""
     found = {}
@@ -332,13 +355,14 @@ if __name__ == "__main__":
     try:
         if sys.argv[1] == "nodes":
             make_nodes()
+            make_volumes()
         else:
             check(sys.argv[2:])
     except Refused as refused:
         sys.exit(str(refused))
 EOF
 
-step "two nodes"
+step "two nodes, a default StorageClass and its volumes"
 "$python" "$tmp/cluster.py" nodes
 
 arm64=(--set-string 'scheduling.nodeSelector.kubernetes\.io/arch=arm64'

@@ -43,11 +43,13 @@
 # last CPU, the stack's nodes the others (--client-cpus, --stack-cpus; default: all CPUs
 # for every node). Each node carries its CPUs in the annotation socialbench.io/cpus.
 #
-# An arm64 node (--arm64-node: the last stack node) says kubernetes.io/arch=arm64 (its
-# kubelet's --node-labels over the amd64 it would report) and has the arm64 variants of
-# the images (podman's <image>-arm64, scripts/containers/arm64.sh) under the images' own
-# names, run by QEMU through binfmt_misc (Debian's qemu-user-static; the pause image stays
-# amd64). docs/deploy.md, "A mixed-arch cluster", says what containerd makes of it.
+# An arm64 node (--arm64-node: the last stack node) runs a kubelet built for arm64
+# (scripts/build-k8s.sh --arm64-kubelet) under QEMU, so it says kubernetes.io/arch=arm64
+# (an amd64 kubelet puts amd64 back over --node-labels at every status update), and has
+# the arm64 variants of the images (podman's <image>-arm64, scripts/containers/arm64.sh)
+# under the images' own names, which its containerd (amd64) runs by QEMU through
+# binfmt_misc (Debian's qemu-user-static; the pause image stays amd64). docs/deploy.md,
+# "A mixed-arch cluster".
 #
 # The pods' and daemons' processes are in the cgroup /socialbench-k8s/node-I (node I's
 # kubelet's cgroupRoot, cgroupfs driver); `down` kills every process there, then the
@@ -60,9 +62,10 @@
 # containerd, whose image store ($LIB/node-I/containerd) is kept between runs; an image
 # whose podman id has not changed is not imported again. `up` writes a values file for
 # the chart naming them ($RUN/values.yaml); everything else is the chart's defaults.
-# The stores' persistence (stores.*.persistence.enabled) binds static local volumes of
-# the default StorageClass `local`, 12 on each of the stack's nodes ($LIB/volumes/node-I,
-# removed by `down` with the cluster), each bound to its node as a real node-local disk:
+# The stores' claims (the chart's default: stores.*.persistence) bind static local volumes
+# of the default StorageClass `local`, 24 on each of the stack's nodes
+# ($LIB/volumes/node-I, removed by `down` with the cluster), each bound to its node as a
+# real node-local disk: a store's pod comes back with its data, on its node.
 #
 #   eval "$(scripts/k8s-node.sh env)"
 #   helm install sn helm/socialnetwork -f "$SOCIALBENCH_K8S_VALUES"
@@ -514,7 +517,11 @@ EOF
   # Pods of dnsPolicy Default get the host's resolver, which the node cannot reach:
   # the cluster's DNS then, as for every other pod.
   echo "nameserver $NODE_IP" >"$NODE_RUN/coredns/host-resolv.conf"
-  start kubelet "$bin/kubelet" --config "$NODE_RUN/kubelet.yaml" --kubeconfig "$RUN/kubeconfig" \
+  # The arm64 node's kubelet is built for arm64 (run by QEMU): an amd64 kubelet sets
+  # kubernetes.io/arch back to amd64 at every node-status update, over --node-labels.
+  local kubelet=$bin/kubelet
+  [ "$I" = "$ARM64" ] && kubelet=$bin/linux_arm64/kubelet
+  start kubelet "$kubelet" --config "$NODE_RUN/kubelet.yaml" --kubeconfig "$RUN/kubeconfig" \
     --root-dir "$NODE_LIB/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
     --cert-dir "$NODE_RUN/pki/kubelet" "${labels[@]}" "${taints[@]}"
   cat >"$NODE_RUN/kube-proxy.yaml" <<EOF
@@ -565,7 +572,7 @@ start_node() {  # the current node: namespaces, containerd, images, agents
   node_agents
 }
 
-VOLUMES=12                        # local PersistentVolumes per stack node
+VOLUMES=24                        # local PersistentVolumes per stack node (a release claims 9)
 VOLUME_SIZE=50Gi
 
 storage() {  # a default StorageClass of static local volumes: the stores' persistence
@@ -699,6 +706,8 @@ up() {
     [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || die "--arm64-node: no QEMU for arm64" \
       "in binfmt_misc (scripts/containers/arm64.sh registers it)"
     [ "$stack_nodes" -ge 2 ] || die "--arm64-node: give --nodes 2 or more (node 0 stays amd64)"
+    [ -x "$bin/linux_arm64/kubelet" ] || die "--arm64-node: no kubelet built for arm64" \
+      "($bin/linux_arm64/kubelet: scripts/build-k8s.sh --arm64-kubelet)"
   fi
   shape "$stack_nodes" "$client" "$arm64" "$stack_cpus" "$client_cpus"
   step "packages and binaries"

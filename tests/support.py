@@ -14,7 +14,8 @@ import pytest
 from socialbench.stack.servers import ServerCommand, ServerProcess
 from socialbench.workloads.driver.hostload import read_stat, usable_cpus
 
-# CI (.ci/run) sets it: the heavy tests the README lists run their shorter variants.
+# CI (.ci/run) sets it: the heavy tests the README lists run their shorter variants, and
+# tests another test covers on the same code are skipped.
 SHORT = os.environ.get("SOCIALBENCH_TEST_SHORT") == "1"
 
 

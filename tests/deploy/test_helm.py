@@ -378,16 +378,28 @@ def test_redis_keeps_an_append_only_file_in_data(render: Render) -> None:
     assert args[args.index("--appendfsync") + 1] == "everysec"
     assert args[args.index("--dir") + 1] == "/data"
     assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
-    assert pod_spec(redis)["volumes"] == [{"name": "data", "emptyDir": {}}]
-    claimed = by_kind(render("--set", "stores.redis.persistence.enabled=true"),
+    # By default on a claimed volume (of the default StorageClass), as every MongoDB's.
+    [claim] = redis["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data" and "storageClassName" not in claim["spec"]
+    assert "volumes" not in pod_spec(redis)
+    emptied = by_kind(render("--set", "stores.redis.persistence.enabled=false"),
                       "StatefulSet")["home-timeline-redis"]
-    [claim] = claimed["spec"]["volumeClaimTemplates"]
-    assert claim["metadata"]["name"] == "data"
-    assert "volumes" not in pod_spec(claimed)
+    assert pod_spec(emptied)["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert "volumeClaimTemplates" not in emptied["spec"]
+
+
+def test_every_mongodb_and_redis_claims_a_volume_by_default_memcached_none(
+    render: Render,
+) -> None:
+    statefulsets = by_kind(render(), "StatefulSet")
+    claimed = {name for name, s in statefulsets.items() if "volumeClaimTemplates" in s["spec"]}
+    assert claimed == {name for name in statefulsets if not name.endswith("-memcached")}
+    assert len(claimed) == 9
 
 
 def test_an_instance_takes_its_own_settings_over_its_stores(render: Render) -> None:
     statefulsets = by_kind(render(
+        "--set", "stores.redis.persistence.enabled=false",
         "--set", "stores.instances.home-timeline-redis.persistence.enabled=true",
         "--set", "stores.instances.post-storage-mongodb.resources.requests.cpu=3",
         "--set-json", 'stores.instances.user-memcached.extraArgs=["-m","64"]'), "StatefulSet")
