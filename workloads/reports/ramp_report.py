@@ -334,8 +334,9 @@ def make_plots(bundle: Bundle) -> list[Plot]:
         made.append((SERVICE_PLOT, "Latency by service",
                      "Each service's exclusive time (its server span less its calls), each "
                      "store's and each RPC's wait, from the traced requests of each step, "
-                     "stacked; left the medians, right the 99th percentiles (which do not "
-                     "add up to the requests' p99)."))
+                     "stacked; left each part's share of the mean (the bar is the mean "
+                     "latency when no calls overlap), right the 99th percentiles (which do "
+                     "not add up to the requests' p99)."))
     if plot_host_speed(bundle, directory / HOST_PLOT):
         made.append((HOST_PLOT, "The host's speed",
                      "Fixed work (one CPU-bound Python process per CPU, loopback TCP round "
