@@ -22,6 +22,7 @@ import pytest
 
 from socialbench.registry import StoreLayout
 from socialbench.stack.servers import go_bin_dirs
+from socialbench.workloads.driver.result import LoadResult
 from tests.e2e.kube import RELEASE, Cluster, load, running_cluster
 
 ARM64_ENV = "SOCIALBENCH_TEST_K8S_ARM64"
@@ -83,6 +84,19 @@ def uninstall(cluster: Cluster) -> None:
                     "--timeout=120s", timeout=140)
 
 
+def warmed_load(cluster: Cluster, warm_url: str, rate: float) -> LoadResult:
+    """30 s of ``rate`` through the front end, measured and printed, after 20 s at half of
+    it through ``warm_url``: the emulated pods' first requests are slow (cold code paths
+    under QEMU)."""
+    warm = load(warm_url, rate=rate / 2, duration_s=20)
+    print(f"warm-up: {warm.errors.total} errors of {warm.completed}")
+    result = load(cluster.front_end(), rate=rate, duration_s=30)
+    print(f"{rate:g} req/s: {result.completed} answers, {result.errors.total} errors, "
+          f"p50/p99 {result.latency.percentiles_us['50'] / 1000:.1f}/"
+          f"{result.latency.percentiles_us['99'] / 1000:.0f} ms")
+    return result
+
+
 def test_the_arm64_node_says_arm64(cluster: Cluster) -> None:
     nodes = {n["metadata"]["name"]: n for n in cluster.json("get", "nodes")["items"]}
     arches = {name: (n["metadata"]["labels"]["kubernetes.io/arch"],
@@ -105,14 +119,8 @@ def test_one_release_on_amd64_and_arm64_serves_and_checks(cluster: Cluster) -> N
             expected = "aarch64" if pod["spec"]["nodeName"] == ARM64_NODE else "x86_64"
             assert machine(cluster, pod) == expected, pod["metadata"]["name"]
 
-        # The emulated pods' first requests are slow (cold code paths under QEMU): a
-        # warm-up through the arm64 node's NodePort, then the measured load.
-        warm = load(cluster.front_end(cluster.node_ips[2]), rate=10, duration_s=20)
-        print(f"warm-up: {warm.errors.total} errors of {warm.completed}")
-        result = load(cluster.front_end(), rate=20, duration_s=30)
-        print(f"20 req/s: {result.completed} answers, {result.errors.total} errors, p50/p99 "
-              f"{result.latency.percentiles_us['50'] / 1000:.1f}/"
-              f"{result.latency.percentiles_us['99'] / 1000:.0f} ms")
+        # A warm-up through the arm64 node's NodePort, then the measured load.
+        result = warmed_load(cluster, cluster.front_end(cluster.node_ips[2]), rate=20)
 
         assert result.completed >= 550 and result.ok == result.completed, result.errors
         assert "Check passed" in cluster.check()
@@ -127,12 +135,7 @@ def test_pinned_to_arm64_the_whole_stack_runs_there(cluster: Cluster) -> None:
         assert {p["spec"]["nodeName"] for p in pods} == {ARM64_NODE}
         assert {machine(cluster, p) for p in pods} == {"aarch64"}
 
-        warm = load(cluster.front_end(), rate=5, duration_s=20)
-        print(f"warm-up: {warm.errors.total} errors of {warm.completed}")
-        result = load(cluster.front_end(), rate=10, duration_s=30)
-        print(f"10 req/s: {result.completed} answers, {result.errors.total} errors, p50/p99 "
-              f"{result.latency.percentiles_us['50'] / 1000:.1f}/"
-              f"{result.latency.percentiles_us['99'] / 1000:.0f} ms")
+        result = warmed_load(cluster, cluster.front_end(), rate=10)
 
         assert result.completed >= 270 and result.ok == result.completed, result.errors
         assert "Check passed" in cluster.check(StoreLayout.SHARED)
