@@ -53,6 +53,7 @@ class Bottleneck:
     text: str
     component: str | None = None
     suggestion: str | None = None
+    cpus_busy: bool = False  # every CPU the stack may use was busy (CPUS_BUSY)
 
 
 def usable_cores(name: str, kind: str, cpus: int, workers: dict[str, int]) -> float:
@@ -77,6 +78,7 @@ def find_bottleneck(components: list[ComponentLoad], cpus: int, driver_cores: fl
     ours = sum(c.cores for c in components) + driver_cores
     total = max(ours, host_cores or 0.0)
     others = total - ours
+    cpus_busy = total >= CPUS_BUSY * cpus
     if hottest.busy >= BUSY:
         workers = round(hottest.usable_cores)
         text = (f"{hottest.name} at {hottest.busy:.0%} of the {workers} core"
@@ -87,8 +89,8 @@ def find_bottleneck(components: list[ComponentLoad], cpus: int, driver_cores: fl
             suggestion = f"--workers {hottest.name}={workers + 1}"
         elif hottest.kind == "service":
             text += f" ({workers} worker{'s' if workers != 1 else ''}), with every CPU busy"
-        return Bottleneck(Limit.PROCESS, text, hottest.name, suggestion)
-    if total >= CPUS_BUSY * cpus:
+        return Bottleneck(Limit.PROCESS, text, hottest.name, suggestion, cpus_busy)
+    if cpus_busy:
         shares = f"stack {ours - driver_cores:.2f}, driver {driver_cores:.2f}"
         if others >= OTHERS_SHOWN:
             shares += f", other processes and steal {others:.2f}"
@@ -101,6 +103,7 @@ def find_bottleneck(components: list[ComponentLoad], cpus: int, driver_cores: fl
             "a quiet machine: other processes or the hypervisor took "
             f"{others:.2f} cores of {cpus}" if crowded
             else "a machine with more cores, or less CPU per request",
+            cpus_busy=True,
         )
     return Bottleneck(
         Limit.WAITING,

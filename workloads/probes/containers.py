@@ -20,6 +20,7 @@ import docker
 from docker.errors import DockerException
 
 from socialbench.errors import SocialbenchError
+from socialbench.workloads.probes.ceilings import DeclaredUnits, declared_units
 from socialbench.workloads.probes.resources import (
     NOTHING,
     Reading,
@@ -62,9 +63,12 @@ class ContainerSampler(ReadingSampler):
     """Measure containers over one interval (use as a context manager)."""
 
     def __init__(self, client: docker.DockerClient, containers: Mapping[str, tuple[str, str]],
-                 interval_s: float = 1.0) -> None:
-        """``containers``: component name -> (kind, container id)."""
-        super().__init__({name: kind for name, (kind, _) in containers.items()}, interval_s)
+                 interval_s: float = 1.0,
+                 declared: Mapping[str, DeclaredUnits] | None = None) -> None:
+        """``containers``: component name -> (kind, container id); ``declared``: the units
+        each container's command declares."""
+        super().__init__({name: kind for name, (kind, _) in containers.items()}, interval_s,
+                         declared)
         self.client = client
         self.container_ids = {name: cid for name, (_, cid) in containers.items()}
 
@@ -100,6 +104,14 @@ def project_containers(client: docker.DockerClient, project: str,
     return found
 
 
+def container_declared_units(attrs: Mapping[str, Any], host_cpus: int) -> DeclaredUnits | None:
+    """The units a container's entrypoint, command and environment declare."""
+    config = attrs.get("Config") or {}
+    argv = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    return declared_units(argv, env, host_cpus)
+
+
 def compose_sampler_factory(
     project: str, kinds: Mapping[str, str] | None = None, interval_s: float = 1.0,
 ) -> tuple[SamplerFactory, str]:
@@ -117,6 +129,13 @@ def compose_sampler_factory(
             return None, f"the container engine did not answer ({exc}); set DOCKER_HOST"
         if not containers:
             return None, f"no running container of compose project {project!r}"
-        return ContainerSampler(client, containers, interval_s), ""
+        try:
+            host_cpus = int(client.info().get("NCPU") or 1)
+            declared = {name: units for name, (_, cid) in containers.items()
+                        if (units := container_declared_units(
+                            client.containers.get(cid).attrs, host_cpus)) is not None}
+        except (DockerException, OSError):
+            declared = {}  # no ceilings: their CPU is still measured
+        return ContainerSampler(client, containers, interval_s, declared), ""
 
     return factory, SOURCE.format(project=project)

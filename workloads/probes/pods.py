@@ -33,6 +33,7 @@ from urllib3.exceptions import HTTPError
 from yaml import YAMLError
 
 from socialbench.errors import SocialbenchError
+from socialbench.workloads.probes.ceilings import DeclaredUnits, declared_units
 from socialbench.workloads.probes.records import PodRecord, PodResources
 from socialbench.workloads.probes.resources import (
     NOTHING,
@@ -168,13 +169,29 @@ def node_summary(api: client.CoreV1Api, node: str) -> dict[str, Any]:
                      api.connect_get_node_proxy_with_path, node, "stats/summary")
 
 
+def pod_declared_units(pod: Mapping[str, Any], node_cpus: float | None) -> DeclaredUnits | None:
+    """The units a pod's first container declares by its command, arguments and
+    environment (nginx's ``auto`` workers: one per CPU of its node)."""
+    containers = pod.get("spec", {}).get("containers") or []
+    if not containers:
+        return None
+    main = containers[0]
+    argv = [*(main.get("command") or []), *(main.get("args") or [])]
+    env = {e["name"]: str(e.get("value", "")) for e in main.get("env") or [] if "name" in e}
+    if not argv:  # the image's own entrypoint: named by the image
+        argv = [main.get("image", "").rsplit("/", 1)[-1].split(":", 1)[0]]
+    return declared_units(argv, env, max(1, round(node_cpus or 1)))
+
+
 class PodSampler(ReadingSampler):
     """Measure pods over one interval (use as a context manager)."""
 
     def __init__(self, api: client.CoreV1Api, pods: Mapping[str, PodRef],
-                 interval_s: float = 1.0) -> None:
-        """``pods``: component name -> the pod that is it."""
-        super().__init__({name: pod.kind for name, pod in pods.items()}, interval_s)
+                 interval_s: float = 1.0,
+                 declared: Mapping[str, DeclaredUnits] | None = None) -> None:
+        """``pods``: component name -> the pod that is it; ``declared``: the units each
+        pod's command declares."""
+        super().__init__({name: pod.kind for name, pod in pods.items()}, interval_s, declared)
         self.api = api
         self.pods = dict(pods)
         self.nodes = sorted({pod.node for pod in pods.values()})
@@ -284,6 +301,10 @@ def pod_sampler_factory(namespace: str, release: str,
             return None, (f"no running pod of release {release!r} in namespace "
                           f"{namespace!r} ({INSTANCE_LABEL}={release})")
         refs = {name: pod_ref(pod) for name, pod in pods.items()}
-        return PodSampler(api, refs, interval_s), ""
+        nodes = read_nodes(api, (ref.node for ref in refs.values()))
+        declared = {name: units for name, pod in pods.items()
+                    if (units := pod_declared_units(
+                        pod, nodes.get(refs[name].node, NodeFacts()).cpus)) is not None}
+        return PodSampler(api, refs, interval_s, declared), ""
 
     return factory, SOURCE.format(release=release, namespace=namespace)

@@ -18,6 +18,23 @@ class Strict(BaseModel):
 
 
 
+class UnitRecord(Strict):
+    """The CPU of one unit of a component over a step: a part that can keep at most
+    ``capacity_cores`` busy (workloads/probes/ceilings.py)."""
+
+    unit: str = Field(description="pid 4242 (python3); pid 17 thread 21 (mc-worker); or "
+                                  "'each of 4 worker threads' for a component read whole.")
+    role: str = Field(description="process, command thread, worker thread, thread, go "
+                                  "runtime.")
+    cpu_seconds: float
+    capacity_cores: float = Field(description="The cores it can use at most: 1, or a Go "
+                                              "runtime's GOMAXPROCS.")
+    count: int = Field(default=1, description="Identical units this one stands for (a "
+                                              "container's CPU split evenly).")
+    basis: str = Field(default="measured", description="measured (per process or thread, "
+                                                       "from /proc) or declared (how split).")
+
+
 class StackRecord(Strict):
     """How the local stack that was measured was configured (its processes and tracing)."""
 
@@ -61,6 +78,9 @@ class StackRecord(Strict):
                                   "(up --redis-mode); None: an older bundle (standalone).")
     redis_servers: int | None = Field(
         default=None, description="redis-server processes of each Redis instance.")
+    cpus: list[int] | None = Field(
+        default=None, description="The CPUs every process of the stack ran on (up --cpus); "
+                                  "None: every CPU.")
     store_clients: dict[str, dict[str, dict[str, str]]] = Field(
         default_factory=dict,
         description="Which client (ours, or PyMongo's for credentials and replica sets) and "

@@ -3,19 +3,30 @@
 A :class:`ResourceSampler` is given the stack's processes (each component's leading
 pid; it follows all their children: service workers, nginx workers), takes their
 CPU times at the start and end of a measurement and samples their resident memory
-each second in between. A :class:`ReadingSampler` measures components read whole from
-outside instead (containers, pods), through the same interface.
+each second in between. It also takes the CPU of each *unit* that cannot use more than a
+fixed number of cores (:func:`process_units`: a Python or nginx process, a Redis server's
+command thread, each memcached worker thread, FerretDB's Go runtime), from which
+``ceilings.py`` computes the rate at which each would fill its cores. A
+:class:`ReadingSampler` measures components read whole from outside instead (containers,
+pods), through the same interface.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
+
+from socialbench.workloads.probes.ceilings import DeclaredUnits, split_declared
+from socialbench.workloads.probes.records import UnitRecord
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,79 @@ class ComponentUsage:
     cpu_seconds: float
     peak_rss_bytes: int
     processes: int
+    units: tuple[UnitRecord, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class _Unit:
+    key: tuple[int, int]  # (pid, tid); tid 0: the whole process
+    unit: str
+    role: str
+    capacity_cores: float
+    cpu_seconds: float
+
+
+def _thread_cpu(pid: int, tid: int) -> tuple[str, float] | None:
+    """A thread's name and CPU seconds (user + system), from /proc; None when gone."""
+    task = Path(f"/proc/{pid}/task/{tid}")
+    try:
+        stat = (task / "stat").read_text()
+    except OSError:
+        return None
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    return name, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _threads(pid: int) -> list[tuple[int, str, float]]:
+    try:
+        tids = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return []
+    return [(tid, *found) for tid in tids if (found := _thread_cpu(pid, tid)) is not None]
+
+
+def _go_max_procs(process: psutil.Process) -> float:
+    try:
+        value = process.environ().get("GOMAXPROCS", "")
+    except psutil.Error:
+        value = ""
+    if value.isdigit() and int(value) > 0:
+        return float(value)
+    try:
+        return float(len(process.cpu_affinity() or [])) or float(os.cpu_count() or 1)
+    except (psutil.Error, AttributeError):
+        return float(os.cpu_count() or 1)
+
+
+def process_units(process: psutil.Process) -> list[_Unit]:
+    """The units of one process, by what it runs: Redis executes commands on its main
+    thread; memcached serves on its ``mc-worker`` threads (its main thread accepts);
+    FerretDB is a Go runtime of GOMAXPROCS cores; a multi-threaded server the suite
+    does not know (mongod, Jaeger) has none; any other process (a Python service
+    worker, an nginx worker) is one unit of one core."""
+    try:
+        name, cpu = process.name(), process.cpu_times()
+    except psutil.Error:
+        return []
+    pid = process.pid
+    label = f"pid {pid} ({name})"
+    if name.startswith("redis-server"):
+        threads = [t for t in _threads(pid) if t[0] == pid]
+        return [_Unit((pid, tid), f"{label} command thread", "command thread", 1.0, seconds)
+                for tid, _, seconds in threads]
+    if name == "memcached":
+        return [_Unit((pid, tid), f"pid {pid} thread {tid} ({thread})",
+                      "worker thread" if thread.startswith("mc-worker") else "thread", 1.0,
+                      seconds)
+                for tid, thread, seconds in _threads(pid)
+                if thread.startswith("mc-worker") or tid == pid]
+    if name == "ferretdb":
+        return [_Unit((pid, 0), label, "go runtime", _go_max_procs(process),
+                      cpu.user + cpu.system)]
+    if name in ("mongod", "jaeger"):
+        return []
+    return [_Unit((pid, 0), label, "process", 1.0, cpu.user + cpu.system)]
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -68,6 +152,7 @@ class ResourceSampler:
         self._start_cpu: dict[str, float] = {}
         self._peak_rss: dict[str, int] = dict.fromkeys(components, 0)
         self._processes: dict[str, list[psutil.Process]] = {}
+        self._start_units: dict[tuple[int, int], float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_memory, daemon=True)
         self.usage: list[ComponentUsage] = []
@@ -86,6 +171,10 @@ class ResourceSampler:
     def _count_of(self, name: str) -> int:
         return len(self._processes.get(name, []))
 
+    def _units_of(self, name: str) -> list[_Unit]:
+        return [unit for process in self._processes.get(name, [])
+                for unit in process_units(process)]
+
     def _sample_memory(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._refresh()
@@ -95,6 +184,8 @@ class ResourceSampler:
     def __enter__(self) -> ResourceSampler:
         self._refresh()
         self._start_cpu = {name: self._cpu_of(name) for name in self.components}
+        self._start_units = {unit.key: unit.cpu_seconds for name in self.components
+                             for unit in self._units_of(name)}
         for name in self.components:
             self._peak_rss[name] = self._rss_of(name)
         self._thread.start()
@@ -111,10 +202,19 @@ class ResourceSampler:
                 cpu_seconds=max(0.0, self._cpu_of(name) - self._start_cpu.get(name, 0.0)),
                 peak_rss_bytes=max(self._peak_rss[name], self._rss_of(name)),
                 processes=self._count_of(name),
+                units=self._unit_usage(name),
             )
             for name, (kind, _) in self.components.items()
         ]
         self.close()
+
+    def _unit_usage(self, name: str) -> tuple[UnitRecord, ...]:
+        """Each unit's CPU over the measurement (a unit started meanwhile: all of its own)."""
+        return tuple(
+            UnitRecord(unit=unit.unit, role=unit.role, capacity_cores=unit.capacity_cores,
+                       cpu_seconds=max(0.0, unit.cpu_seconds
+                                       - self._start_units.get(unit.key, 0.0)))
+            for unit in self._units_of(name))
 
     def busy_cores(self, window_s: float) -> float:
         """The CPU the processes use now, in cores: their CPU time over ``window_s``."""
@@ -155,9 +255,12 @@ class ReadingSampler(ResourceSampler):
     restarting) reads as nothing, as a vanished process does.
     """
 
-    def __init__(self, kinds: Mapping[str, str], interval_s: float = 1.0) -> None:
-        """``kinds``: component name -> kind."""
+    def __init__(self, kinds: Mapping[str, str], interval_s: float = 1.0,
+                 declared: Mapping[str, DeclaredUnits] | None = None) -> None:
+        """``kinds``: component name -> kind; ``declared``: the units each component's
+        command declares, over which its CPU is split for its ceilings."""
         super().__init__({name: (kind, 0) for name, kind in kinds.items()}, interval_s)
+        self.declared = dict(declared or {})
         self._readings: dict[str, Reading] = {}
         # For subclasses whose reading is one request per component or per node.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=type(self).__name__)
@@ -177,6 +280,16 @@ class ReadingSampler(ResourceSampler):
 
     def _count_of(self, name: str) -> int:
         return self._readings.get(name, NOTHING).processes
+
+    def _units_of(self, name: str) -> list[_Unit]:
+        return []  # read whole: see _unit_usage
+
+    def _unit_usage(self, name: str) -> tuple[UnitRecord, ...]:
+        declared = self.declared.get(name)
+        if declared is None:
+            return ()
+        cpu = max(0.0, self._cpu_of(name) - self._start_cpu.get(name, 0.0))
+        return (split_declared(cpu, declared),)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)

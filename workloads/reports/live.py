@@ -11,6 +11,7 @@ from rich.text import Text
 
 from socialbench.workloads.driver import SecondStats
 from socialbench.workloads.driver.verdict import UNTRUSTED, Contention
+from socialbench.workloads.probes.ceilings import describe as describe_ceiling
 from socialbench.workloads.ramp.engine import (
     RampObserver,
     RampRun,
@@ -212,6 +213,10 @@ def print_headline(result: RampReport, console: Console) -> None:
     if not summary.comparable:
         console.print(f"[bold yellow]Not comparable[/]: {summary.not_comparable}.",
                       soft_wrap=True)
+    if summary.ceilings:
+        lowest = "; ".join(describe_ceiling(row) for row in summary.ceilings[:3])
+        console.print(f"Lowest ceilings (at {summary.ceilings_step}): {lowest}", soft_wrap=True)
+        console.print(f"[bold]Ceiling verdict[/]: {summary.ceiling_verdict}.", soft_wrap=True)
     if summary.stop_reason is not None:
         console.print(f"Stopped: {summary.stop_reason.value} — {summary.repeats[0].stop_detail}"
                       if len(summary.repeats) == 1 else f"Stopped: {summary.stop_reason.value}")

@@ -29,8 +29,9 @@ from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.probes.bottleneck import (
     Limit,
 )
+from socialbench.workloads.probes.ceilings import CeilingRecord
 from socialbench.workloads.probes.memory import MemoryRecord
-from socialbench.workloads.probes.records import PodRecord, StackRecord, Strict
+from socialbench.workloads.probes.records import PodRecord, StackRecord, Strict, UnitRecord
 from socialbench.workloads.probes.spans import (
     LatencyByService,
 )
@@ -127,6 +128,10 @@ class ComponentRecord(Strict):
     cpu_cores: float = Field(description="cpu_seconds / span: cores kept busy on average.")
     peak_rss_bytes: int
     processes: int
+    units: list[UnitRecord] = Field(
+        default_factory=list, description="Its units' CPU (processes or threads that can "
+                                          "use a fixed number of cores), from which the "
+                                          "step's ceilings come; empty: not measured.")
 
 
 class ResourceRecord(Strict):
@@ -186,6 +191,9 @@ class BottleneckRecord(Strict):
     text: str
     component: str | None = None
     suggestion: str | None = None
+    cpus_busy: bool | None = Field(
+        default=None, description="Every CPU the stack may use was busy; None: an older "
+                                  "bundle.")
 
 
 class DriverRecord(Strict):
@@ -255,6 +263,11 @@ class StepRecord(Strict):
     responses_in_span: int
     resources: ResourceRecord
     bottleneck: BottleneckRecord | None = None
+    ceilings: list[CeilingRecord] = Field(
+        default_factory=list, description="Every unit's ceiling at this step, lowest first: "
+                                          "the rate at which its CPU per request would fill "
+                                          "the cores it can use (workloads/probes/"
+                                          "ceilings.py); empty: not measured.")
     energy: EnergyRecord
     latency_by_service: LatencyByService | None = Field(
         default=None, description="Each service's exclusive time per endpoint, from the "
@@ -362,6 +375,16 @@ class Summary(Strict):
     max_throughput_rps: float | None = Field(
         default=None, description="The highest achieved req/s of any ramp step of any repeat, "
                                   "passed or not (PerfKit's maximum throughput).")
+    ceilings: list[CeilingRecord] = Field(
+        default_factory=list, description="The lowest ceilings, a component each, at the "
+                                          "step of the best answer (else the highest step "
+                                          "measured).")
+    ceilings_step: str | None = Field(default=None,
+                                      description="The step the ceilings come from.")
+    ceiling_verdict: str = Field(
+        default="", description="What the max rate measures: a component within 15% of its "
+                                "ceiling (and what lifts it), the machine (every CPU of the "
+                                "stack busy), or neither.")
     comparable: bool = Field(
         default=True, description="False: the host's speed moved at a step that decided the "
                                   "best repeat's answer (see not_comparable).")

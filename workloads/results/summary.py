@@ -16,6 +16,13 @@ from socialbench.workloads.probes.bottleneck import (
     find_bottleneck,
     usable_cores,
 )
+from socialbench.workloads.probes.ceilings import (
+    CeilingRecord,
+    ComponentUnits,
+    ceiling_verdict,
+    lowest_per_component,
+    step_ceilings,
+)
 from socialbench.workloads.probes.records import StackRecord
 from socialbench.workloads.ramp.calibration import Calibration
 from socialbench.workloads.ramp.engine import (
@@ -96,9 +103,13 @@ def step_bottleneck(step: StepRun, stack: StackRecord | None, cpus: int) -> Bott
     # Only a measure over every CPU (the driver's, when it shares them with the stack).
     host_cores = ((host.busy_share + host.steal_share) * len(host.cpus)
                   if host is not None and len(host.cpus) >= cpus else None)
+    if stack is not None and stack.cpus and len(stack.cpus) < cpus:
+        # The stack on CPUs of its own (up --cpus): whether it filled them, by itself.
+        cpus, driver_cores, host_cores = len(stack.cpus), 0.0, None
     verdict = find_bottleneck(loads, cpus, driver_cores, host_cores)
     return BottleneckRecord(limit=verdict.limit, text=verdict.text,
-                            component=verdict.component, suggestion=verdict.suggestion)
+                            component=verdict.component, suggestion=verdict.suggestion,
+                            cpus_busy=verdict.cpus_busy)
 
 
 def step_record(step: StepRun, stack: StackRecord | None = None,
@@ -111,7 +122,7 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
         ComponentRecord(
             name=c.name, kind=c.kind, cpu_seconds=c.cpu_seconds,
             cpu_cores=c.cpu_seconds / step.span_s if step.span_s else 0.0,
-            peak_rss_bytes=c.peak_rss_bytes, processes=c.processes,
+            peak_rss_bytes=c.peak_rss_bytes, processes=c.processes, units=list(c.units),
         )
         for c in usage.components or []
     ]
@@ -169,6 +180,8 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
         ),
         bottleneck=step_bottleneck(step, stack, cpus)
         if cpus and usage.components is not None else None,
+        ceilings=step_ceilings((ComponentUnits(c.name, c.kind, c.units) for c in components),
+                               responses),
         energy=EnergyRecord(
             available=energy.joules is not None,
             source=energy.source,
@@ -221,6 +234,30 @@ def host_moved(run: RampRun, records: dict[str, StepRecord]) -> list[str]:
     return moved
 
 
+def ceilings_of(run: RampRun | None, records: dict[str, StepRecord]
+                ) -> tuple[StepRecord | None, list[CeilingRecord], str]:
+    """The step whose ceilings the summary names (the answer's; else the highest rate
+    measured), its lowest ceilings a component each, and the verdict on the max rate."""
+    if run is None:
+        return None, [], ""
+    measured = [records[s.name] for s in run.steps if s.name in records
+                and records[s.name].ceilings]
+    if not measured:
+        return None, [], ""
+    answer = records.get(run.answer.name) if run.answer is not None else None
+    at = answer if answer is not None and answer.ceilings else max(
+        measured, key=lambda r: r.achieved_rps)
+    lowest = lowest_per_component(at.ceilings)
+    # Whether the stack's CPUs were all busy at the knee: at the answer, or at the lowest
+    # rate that failed above it.
+    above = [records[s.name] for s in run.steps if s.name in records and not s.passed
+             and s.rate > at.offered_rps]
+    knee = [at, *sorted(above, key=lambda r: r.offered_rps)[:1]]
+    machine_bound = any(r.bottleneck is not None and r.bottleneck.cpus_busy for r in knee)
+    rate = answer.offered_rps if answer is not None else None
+    return at, lowest, ceiling_verdict(rate, lowest, machine_bound)
+
+
 def _repeat_summary(run: RampRun, records: dict[str, StepRecord]) -> RepeatSummary:
     first = records.get(run.steps[0].name) if run.steps else None
     return RepeatSummary(
@@ -252,6 +289,7 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
         f"the steps that decided it: {', '.join(moved)}; the number measures the host's "
         "change too (run again on a quiet host)" if moved else "")
     reference = best_run or (outcome.runs[0] if outcome.runs else None)
+    ceiling_step, ceilings, verdict = ceilings_of(reference, by_name)
     energy_notes = sorted({r.energy.note for r in records if not r.energy.available})
     resource_notes = sorted({r.resources.note for r in records if not r.resources.available})
     return Summary(
@@ -283,6 +321,9 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
         + (end.seconds if end else 0.0),
         max_throughput_rps=max((r.max_throughput_rps for r in repeats
                                 if r.max_throughput_rps is not None), default=None),
+        ceilings=ceilings,
+        ceilings_step=ceiling_step.name if ceiling_step is not None else None,
+        ceiling_verdict=verdict,
         comparable=not moved,
         not_comparable=not_comparable,
         host_speed_spread=statistics.stdev(speeds) if len(speeds) > 1 else None,

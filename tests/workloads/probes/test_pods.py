@@ -31,12 +31,14 @@ from typer.testing import CliRunner
 from socialbench.cli import app
 from socialbench.stack.launcher import CONFIG_FILE, StackConfig
 from socialbench.stack.servers import free_port
+from socialbench.workloads.probes.ceilings import DeclaredUnits
 from socialbench.workloads.probes.pods import (
     NodeFacts,
     PodSampler,
     core_api,
     node_facts,
     parse_summary,
+    pod_declared_units,
     pod_record,
     pod_records,
     pod_sampler_factory,
@@ -434,3 +436,20 @@ def test_ramp_refuses_containers_and_pods_together() -> None:
     assert result.exit_code == 2, result.output
     assert "not both" in result.output
     assert "--containers/--pods" in result.output
+
+
+def test_a_pods_units_are_declared_by_its_command_and_image() -> None:
+    service = {"spec": {"containers": [{"image": "socialbench:dev", "args": [
+        "serve", "home-timeline", "--host", "0.0.0.0", "--port", "9009", "--workers", "3"]}]}}
+    memcached = {"spec": {"containers": [{"image": "memcached:1.6", "command": ["memcached"],
+                                          "args": ["-m", "1024", "-t", "8"]}]}}
+    nginx = {"spec": {"containers": [{"image": "nginx:1.28.0-alpine"}]}}
+    ferretdb = {"spec": {"containers": [{"image": "ferretdb", "command": ["ferretdb"],
+                                         "env": [{"name": "GOMAXPROCS", "value": "4"}]}]}}
+
+    assert pod_declared_units(service, 16.0) == DeclaredUnits(3, "process")
+    assert pod_declared_units(memcached, 16.0) == DeclaredUnits(8, "worker thread")
+    # nginx's worker_processes auto: one per CPU of its node.
+    assert pod_declared_units(nginx, 16.0) == DeclaredUnits(16, "process")
+    assert pod_declared_units(ferretdb, None) == DeclaredUnits(1, "go runtime", 4.0)
+    assert pod_declared_units({"spec": {"containers": []}}, 2.0) is None

@@ -11,6 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from socialbench import registry
+from socialbench.workloads.probes.ceilings import ComponentUnits, step_ceilings
 from socialbench.workloads.probes.records import StackRecord
 from socialbench.workloads.results.files import BundleError, read_bundle, read_histogram_log
 from socialbench.workloads.results.schema import Manifest, StepRecord, Summary
@@ -201,3 +202,27 @@ def test_a_stack_record_names_every_services_workers_old_bundles_too() -> None:
                                       "trace_sample_ratio": None})
     assert old.service_workers() == {spec.name: 3 for spec in registry.SERVICES} | {"text": 2}
     assert (old.workers_chosen, old.workers_cpus) == (None, None)
+
+
+def test_the_ceilings_in_a_recorded_bundle_are_right(refined_ramp: RampReport) -> None:
+    bundle = read_bundle(refined_ramp.directory)
+
+    for step in bundle.steps:
+        [server] = step.resources.components
+        assert [u.role for u in server.units] == ["process"]  # one Python process
+        recomputed = step_ceilings([ComponentUnits(c.name, c.kind, c.units)
+                                    for c in step.resources.components],
+                                   step.responses_in_span)
+        assert step.ceilings == recomputed
+        if step.ceilings:
+            [row] = step.ceilings
+            assert row.ceiling_rps == pytest.approx(
+                step.responses_in_span / server.units[0].cpu_seconds)
+    summary = bundle.summary
+    assert summary.best is not None and summary.ceilings_step == summary.best.step
+    [lowest] = summary.ceilings
+    assert lowest.component == "capacity-server"
+    # The server's slots, not its CPU, hold it to 200 req/s: far below its one core's rate.
+    assert lowest.ceiling_rps > 1.15 * summary.best.max_rate_rps
+    assert summary.ceiling_verdict.startswith(("every CPU of the stack was busy",
+                                               "no part within 15% of its ceiling"))
