@@ -136,6 +136,13 @@ def measure(config: StackBench, workload: str) -> dict[str, Any]:
             u.name: round(1e3 * u.cpu_seconds / completed, 3) if completed else None
             for u in by_component
         },
+        # The busiest unit of each component (a worker, a thread): what fills first.
+        "busiest_unit_ms_per_request": {
+            u.name: round(1e3 * max(x.cpu_seconds for x in u.units) / completed, 3)
+            for u in by_component if completed and u.units
+        },
+        "driver_cpu_ms_per_request": round(1e3 * result.driver_cpu_s / completed, 4)
+        if completed else None,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "saturated": result.saturated,

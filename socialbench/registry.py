@@ -6,6 +6,7 @@ are tested against it); adding a service or moving a port is one edit here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -78,22 +79,23 @@ class ServiceSpec:
 
 ENV_PREFIX = "SOCIALBENCH_"
 
-# cpu_share: each service's share of the CPU of every process of the stack, measured
-# on the mixed workload (60/30/10) at 100-500 req/s (the demo's per-process CPU, psutil,
-# 2026-12-01; stable across those rates). The rest: mongodb ~0.10, nginx ~0.04, redis
-# ~0.033, memcached ~0.027 (MONGODB_CPU_SHARE below for today's).
+# cpu_share: each service's largest share of the CPU of every process of the stack over
+# the reference workloads (mixed 60/30/10 and compose-post, each on the shared and the
+# per-service stores): socialbench/stack/scaling_reference.json, docs/scaling.md
+# (tests/stack/test_sizing.py checks the two agree). The largest, so that no workload finds
+# a service's workers full before the machine's cores.
 SERVICES: tuple[ServiceSpec, ...] = (
-    ServiceSpec("unique-id", 9001, cpu_share=0.012),
+    ServiceSpec("unique-id", 9001, cpu_share=0.029),
     ServiceSpec("url-shorten", 9002, stores=(Store.MONGODB,), gateway_routes=("/api/url/expand",),
-                cpu_share=0.048),
-    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.03,
+                cpu_share=0.062),
+    ServiceSpec("user-mention", 9003, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.05,
                 store_owner="user"),
     ServiceSpec("media", 9004, stores=(Store.MONGODB,),
-                gateway_routes=("/upload-media", "/get-media"), cpu_share=0.016),
+                gateway_routes=("/upload-media", "/get-media"), cpu_share=0.032),
     ServiceSpec(
         "user", 9005, neighbours=("social-graph",), stores=(Store.MEMCACHED, Store.MONGODB),
         gateway_routes=("/wrk2-api/user/register", "/api/user/register", "/api/user/login"),
-        cpu_share=0.015,
+        cpu_share=0.03,
     ),
     ServiceSpec(
         "social-graph", 9006, neighbours=("user",), stores=(Store.REDIS, Store.MONGODB),
@@ -102,20 +104,20 @@ SERVICES: tuple[ServiceSpec, ...] = (
             "/api/user/follow", "/api/user/unfollow",
             "/api/user/get_follower", "/api/user/get_followee",
         ),
-        cpu_share=0.028,
+        cpu_share=0.04,
     ),
-    ServiceSpec("post-storage", 9007, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.17),
+    ServiceSpec("post-storage", 9007, stores=(Store.MEMCACHED, Store.MONGODB), cpu_share=0.157),
     ServiceSpec(
         "user-timeline", 9008, neighbours=("post-storage",), stores=(Store.REDIS, Store.MONGODB),
         gateway_routes=("/wrk2-api/user-timeline/read", "/api/user-timeline/read"),
-        cpu_share=0.16,
+        cpu_share=0.097,
     ),
     ServiceSpec(
         "home-timeline", 9009, neighbours=("post-storage", "social-graph"), stores=(Store.REDIS,),
         gateway_routes=("/wrk2-api/home-timeline/read", "/api/home-timeline/read"),
-        cpu_share=0.23,
+        cpu_share=0.168,
     ),
-    ServiceSpec("text", 9010, neighbours=("url-shorten", "user-mention"), cpu_share=0.03),
+    ServiceSpec("text", 9010, neighbours=("url-shorten", "user-mention"), cpu_share=0.077),
     ServiceSpec(
         "compose-post", 9011,
         neighbours=(
@@ -123,7 +125,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
             "post-storage", "user-timeline", "home-timeline",
         ),
         gateway_routes=("/wrk2-api/post/compose", "/api/post/compose"),
-        cpu_share=0.065,
+        cpu_share=0.153,
     ),
 )
 
@@ -132,8 +134,9 @@ BY_NAME: dict[str, ServiceSpec] = {spec.name: spec for spec in SERVICES}
 
 # The MongoDB-wire server's share, measured the same way: 0.14-0.18 in a mixed ramp from
 # 100 req/s to its knee (1,175 req/s, 2026-12-02), the largest of any process near the
-# knee. What FerretDB's Go scheduler is sized by (stack.servers.ferretdb_max_procs).
-MONGODB_CPU_SHARE = 0.18
+# knee; 0.22 of compose-post's (the shared layout of the scaling reference). What
+# FerretDB's Go scheduler is sized by (stack.servers.ferretdb_max_procs).
+MONGODB_CPU_SHARE = 0.22
 
 
 def get(name: str) -> ServiceSpec:
@@ -175,14 +178,16 @@ def services_of(instance: StoreInstance, layout: StoreLayout) -> tuple[ServiceSp
 
 
 def default_workers(spec: ServiceSpec, cpus: int) -> int:
-    """Worker processes of ``spec`` on ``cpus`` CPUs: the cores its share of them comes to.
+    """Worker processes of ``spec`` on ``cpus`` CPUs: the cores its share of them comes to,
+    rounded up.
 
-    A worker is one process, so at most one core: a service gets about as many as its
+    A worker is one process, so at most one core: a service gets as many as its largest
     share of the stack's CPU (``cpu_share``) of the machine needs, and at least one. On
     2 CPUs every service gets 1 (more workers there only cost CPU per request: +11%
-    measured); on 16, home-timeline 4, post-storage 3, user-timeline 3.
+    measured); on 16, home-timeline, post-storage and compose-post 3; on 128,
+    home-timeline 22.
     """
-    return max(1, round(cpus * spec.cpu_share))
+    return max(1, math.ceil(cpus * spec.cpu_share - 1e-9))
 
 
 def start_order() -> list[ServiceSpec]:

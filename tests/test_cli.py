@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from socialbench.cli import app
 from socialbench.cli.bench import parse_rates
 from socialbench.cli.check import given_urls
-from socialbench.cli.stack import describe_workers, parse_workers
+from socialbench.cli.stack import parse_workers
 from socialbench.registry import Store
 from socialbench.stack.launcher import StackConfig
+from socialbench.stack.up import describe_workers
 from socialbench.workloads.check.contents import CHECKED_MONGODB
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver.config import LoadConfig

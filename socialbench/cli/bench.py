@@ -308,3 +308,42 @@ def store_modes(
                                  param_hint="--mode")
     run(StoreModesBench(modes=tuple(mode or MODES), repeats=repeats, start_rate=start_rate,
                         step=step, results_dir=results_dir))
+
+
+def parse_points(specs: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """``["mixed=1:975", "mixed=2:1800"]`` -> ``{"mixed": [(1.0, 975.0), (2.0, 1800.0)]}``."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for spec in specs:
+        workload, _, point = spec.partition("=")
+        cores, _, rate = point.partition(":")
+        try:
+            parsed = (float(cores), float(rate))
+        except ValueError:
+            parsed = (0.0, 0.0)
+        if not workload or min(parsed) <= 0:
+            raise typer.BadParameter(f"expected WORKLOAD=CORES:REQ/S, got {spec!r}",
+                                     param_hint="--point")
+        points.setdefault(workload, []).append(parsed)
+    return points
+
+
+@bench_app.command("reference")
+def reference(
+    shared: Annotated[Path, typer.Option(exists=True, dir_okay=False, help=(
+        "bench stack's JSON of the workloads on the shared stores."))],
+    per_service: Annotated[Path, typer.Option(exists=True, dir_okay=False, help=(
+        "... and on the per-service stores (up --stores per-service)."))],
+    point: Annotated[list[str], typer.Option(help=(
+        "WORKLOAD=CORES:REQ/S: a max rate at the SLA with the stack on that many cores "
+        "(less the driver's where it shared them); repeat for each."))],
+    driver_rps: Annotated[float, typer.Option(min=1, help=(
+        "One driver process's highest rate (bench driver)."))],
+    note: Annotated[str, typer.Option(help="When, where and how it was measured.")] = "",
+    out: Annotated[Path, typer.Option(help="Where the reference goes.")]
+    = Path("socialbench/stack/scaling_reference.json"),
+) -> None:
+    """Write the reference that up --plan projects from (docs/scaling.md)."""
+    from socialbench.bench.scaling_reference import ReferenceBench, run
+
+    run(ReferenceBench(shared=shared, per_service=per_service, points=parse_points(point),
+                       driver_rps=driver_rps, out=out, note=note))

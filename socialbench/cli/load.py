@@ -97,7 +97,9 @@ def load(
     error_limit = ratio(max_errors, "--max-errors")
     stack = LocalStack(data_dir)
     try:
-        placed = placement_for(placement(cpu_placement, driver_cpus), stack.serves(url))
+        pinned = stack.pinned_cpus(url)
+        placed = placement_for(placement(cpu_placement, driver_cpus, stack_cpus=pinned),
+                               stack.serves(url))
         config = LoadConfig(
             url=url,
             rate=rate,

@@ -120,11 +120,16 @@ DriverCpus = Annotated[str | None, typer.Option(
     "--driver-cpus", help="With --cpu-placement split: the driver's CPUs, e.g. 0 or 0-1,4.")]
 
 
-def placement(mode: PlacementMode, driver_cpus: str | None, reason: str = "") -> Placement:
-    """The placement asked for; a CPU list or a split that cannot be is the user's error."""
+def placement(mode: PlacementMode, driver_cpus: str | None, reason: str = "",
+              stack_cpus: list[int] | None = None) -> Placement:
+    """The placement asked for; a CPU list or a split that cannot be is the user's error.
+
+    ``stack_cpus``: the CPUs the local stack was started on (``up --cpus``), which it
+    keeps: a split gives the driver the others.
+    """
     try:
         cpus = parse_cpus(driver_cpus) if driver_cpus else None
-        return plan_placement(mode, cpus, reason=reason)
+        return plan_placement(mode, cpus, reason=reason, stack_cpus=stack_cpus)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--cpu-placement/--driver-cpus") from None
 

@@ -214,7 +214,9 @@ def ramp(
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")
     stack = LocalStack(data_dir)
-    placed = placement_for(placement(cpu_placement, driver_cpus), stack.serves(url))
+    pinned = stack.pinned_cpus(url)
+    placed = placement_for(placement(cpu_placement, driver_cpus, stack_cpus=pinned),
+                           stack.serves(url))
     source = ctx.get_parameter_source("users")
     users_given = source is not None and source.name != "DEFAULT"
     graph_users = None

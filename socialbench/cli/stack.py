@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from socialbench import registry
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, run
 from socialbench.registry import StoreLayout
 from socialbench.stack import launcher
-from socialbench.stack.local import LocalStack, StackError
-from socialbench.stack.servers import ServerNotInstalled
+from socialbench.stack.local import LocalStack
+from socialbench.stack.up import UpOptions, run_up
 
 console = Console()
 err_console = Console(stderr=True)
@@ -44,25 +44,20 @@ def parse_workers(spec: str) -> dict[str, int]:
     return workers
 
 
-def describe_workers(config: launcher.StackConfig) -> str:
-    """The worker counts ``up`` chose, in one line: those above 1, and how they were chosen."""
-    workers = config.service_workers()
-    how = ("as given" if config.workers_chosen == "given"
-           else f"for {config.cpu_count} CPU{'s' if config.cpu_count != 1 else ''}")
-    if len(set(workers.values())) == 1:
-        count = next(iter(workers.values()))
-        return f"{count} worker{'s' if count != 1 else ''} per service ({how})"
-    named = ", ".join(f"{name} {count}" for name, count in workers.items() if count > 1)
-    rest = "; 1 for every other service" if 1 in workers.values() else ""
-    return f"Workers: {named}{rest} ({how})"
-
-
 STACK_DEFAULTS = launcher.StackConfig()
 
 
 def up(
     data_dir: DataDir = DEFAULT_DATA_DIR,
     fresh: Annotated[bool, typer.Option(help="Start from empty stores (deletes stored data).")]
+    = False,
+    cpus: Annotated[str | None, typer.Option(help=(
+        "The CPUs the whole stack runs on: a count (the first N usable CPUs) or a list "
+        "(0-3, 0,2; one CPU by number: 3-3). Every default below follows their number "
+        "(default: every usable CPU)."))] = None,
+    plan: Annotated[bool, typer.Option(help=(
+        "Start nothing: print what up would start on --cpus CPUs (any count), each part's "
+        "projected ceiling and the projected max rate (an estimate, docs/scaling.md)."))]
     = False,
     port: Annotated[int, typer.Option(help="Front-end port.")] = STACK_DEFAULTS.gateway_port,
     media_port: Annotated[int, typer.Option(help="Media front-end port.")]
@@ -71,35 +66,42 @@ def up(
     default_workers: Annotated[int | None, typer.Option(min=1, help=(
         "Workers of every service not named in --workers (default: from the CPU count, "
         "by each service's share of the stack's CPU)."))] = STACK_DEFAULTS.default_workers,
-    nginx_workers: Annotated[str, typer.Option(help="nginx worker_processes.")]
-    = STACK_DEFAULTS.nginx_workers,
+    nginx_workers: Annotated[str | None, typer.Option(help=(
+        "nginx worker_processes (default: sized for the CPU count; auto: one per CPU of "
+        "the stack)."))] = None,
     redis_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.redis_port,
     memcached_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.memcached_port,
-    memcached_instances: Annotated[int, typer.Option(min=1, help=(
+    memcached_instances: Annotated[int | None, typer.Option(min=1, help=(
         "memcached processes, on consecutive ports from --memcached-port; the services "
-        "spread the cached keys over them by consistent hashing."))]
-    = STACK_DEFAULTS.memcached_instances,
+        "spread the cached keys over them by consistent hashing (default: sized for the "
+        "CPU count)."))] = None,
+    memcached_threads: Annotated[int | None, typer.Option(min=1, help=(
+        "Worker threads of each memcached (-t; default: sized for the CPU count)."))] = None,
     memcached_memory: Annotated[int, typer.Option(min=16, metavar="MB", help=(
         "Memory of each memcached process; past it, it evicts. The posts read take about "
         "160 MiB per 100k: at a million posts 1 GiB misses a tenth of the reads "
         "(docs/data-at-scale.md)."))]
     = STACK_DEFAULTS.memcached_memory_mb,
     mongodb_port: Annotated[int, typer.Option()] = STACK_DEFAULTS.mongodb_port,
-    stores: Annotated[StoreLayout, typer.Option(help=(
+    stores: Annotated[StoreLayout | None, typer.Option(help=(
         "shared: one MongoDB, Redis and memcached for every service (cheaper on one box); "
         "per-service: an instance of each store per service that uses it, as the original "
         "(MongoDB, Redis and memcached instances on consecutive ports from their port "
-        "options)."))] = StoreLayout(STACK_DEFAULTS.store_layout),
+        "options). Default: the first whose stores keep up with the CPUs (sizing, "
+        "docs/scaling.md)."))] = None,
     redis_mode: Annotated[RedisMode, typer.Option(help=(
         "standalone: one redis-server per Redis instance; replicated: a primary (writes) "
         "and --redis-replicas replicas (reads); cluster: a Redis Cluster of "
         "--redis-cluster-masters masters with --redis-replicas replicas each. Servers on "
         "consecutive ports from --redis-port."))] = RedisMode(STACK_DEFAULTS.redis_mode),
+    redis_cluster: Annotated[list[str] | None, typer.Option(help=(
+        "A Redis instance run as a Redis Cluster whatever --redis-mode says (e.g. "
+        "home-timeline-redis); repeat for several."))] = None,
     redis_replicas: Annotated[int, typer.Option(
         min=0, help="replicated: the primary's replicas; cluster: each master's.")]
     = STACK_DEFAULTS.redis_replicas,
-    redis_cluster_masters: Annotated[int, typer.Option(min=1, help="cluster: its masters.")]
-    = STACK_DEFAULTS.redis_cluster_masters,
+    redis_cluster_masters: Annotated[int | None, typer.Option(min=1, help=(
+        "cluster: its masters (default: 3, or what the sizing needs)."))] = None,
     service_port_offset: Annotated[int, typer.Option(
         help="Added to every service's port (to run a second stack beside one).")]
     = STACK_DEFAULTS.service_port_offset,
@@ -115,44 +117,19 @@ def up(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the stack.")] = 180.0,
 ) -> None:
     """Start the whole stack as local processes and wait until every part is healthy."""
-    stack = LocalStack(data_dir)
-    if stack.running_state() is not None and not fresh:
-        console.print(f"The stack is already running: [bold]{stack.config.url}[/]")
-        return
-    config = launcher.StackConfig(
-        data_dir=stack.data_dir, gateway_port=port, media_port=media_port,
-        workers=parse_workers(workers), default_workers=default_workers,
-        nginx_workers=nginx_workers, redis_port=redis_port,
+    options = UpOptions(
+        data_dir=data_dir, fresh=fresh, cpus=cpus, plan=plan, gateway_port=port,
+        media_port=media_port, workers=parse_workers(workers),
+        default_workers=default_workers, nginx_workers=nginx_workers, redis_port=redis_port,
         memcached_port=memcached_port, memcached_instances=memcached_instances,
-        memcached_memory_mb=memcached_memory, mongodb_port=mongodb_port,
-        store_layout=stores.value, redis_mode=redis_mode.value,
+        memcached_threads=memcached_threads, memcached_memory_mb=memcached_memory,
+        mongodb_port=mongodb_port, stores=stores, redis_mode=redis_mode.value,
         redis_replicas=redis_replicas, redis_cluster_masters=redis_cluster_masters,
-        service_port_offset=service_port_offset, tracing=tracing,
-        trace_sample_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
-        jaeger_otlp_port=jaeger_otlp_port,
+        redis_cluster=tuple(redis_cluster or ()), service_port_offset=service_port_offset,
+        tracing=tracing, trace_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
+        jaeger_otlp_port=jaeger_otlp_port, timeout_s=timeout,
     )
-    console.print(describe_workers(config))
-    instances = config.store_instances()
-    if redis_mode is RedisMode.REPLICATED and redis_replicas < 1:
-        raise typer.BadParameter("replicated Redis needs a replica or more",
-                                 param_hint="--redis-replicas")
-    console.print(f"Stores: {config.store_layout}, {len(instances)} instances "
-                  f"({', '.join(instance.name for instance in instances)}); Redis "
-                  f"{config.redis_mode}, {config.redis_servers} server(s) each")
-    try:
-        stack.start(config, fresh=fresh, timeout_s=timeout,
-                    on_progress=lambda message: console.print(f"  {message}"))
-    except ServerNotInstalled as exc:
-        err_console.print(f"[red]{exc}[/]")
-        raise typer.Exit(2) from None
-    except StackError as exc:
-        err_console.print(f"[red]{exc}[/]")
-        raise typer.Exit(1) from None
-    console.print(f"Stack ready: front end at [bold]{config.url}[/] "
-                  f"(media {config.host}:{config.media_port}); logs in {config.log_dir}")
-    if config.tracing:
-        console.print(f"Tracing {config.trace_sample_ratio:g} of requests: Jaeger at "
-                      f"[bold]{config.jaeger_url}[/]")
+    run(lambda: run_up(options, console, err_console), err_console)
 
 
 def down(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:

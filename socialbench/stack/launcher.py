@@ -93,6 +93,9 @@ class StackConfig:
     # memcached_memory_mb: the services spread their keys over them (runtime/memcached_pool.py).
     memcached_instances: int = 1
     memcached_memory_mb: int = 1024
+    # Worker threads of each memcached process (memcached's -t; socialbench/stack/sizing.py
+    # sizes it for the CPUs).
+    memcached_threads: int = 4
     # registry.StoreLayout: one instance of each store, or one per service as the original.
     store_layout: str = registry.StoreLayout.SHARED.value
     # Each Redis instance: one server (standalone), a primary and redis_replicas read
@@ -101,6 +104,11 @@ class StackConfig:
     redis_mode: str = "standalone"
     redis_cluster_masters: int = 3
     redis_replicas: int = 1
+    # Redis instances (by name, e.g. home-timeline-redis) run as Redis Clusters whatever
+    # redis_mode says: the hottest, sharded (up --redis-cluster, or the sizing's choice).
+    redis_cluster_instances: list[str] = field(default_factory=list)
+    # What `up` chose for the CPU count and why (sizing's choices), for the manifest.
+    sizing: dict[str, str] = field(default_factory=dict)
     # Worker processes: those of the services named here, then default_workers of every
     # other; None: each its share of the CPUs (registry.default_workers, cpu_count).
     workers: dict[str, int] = field(default_factory=dict)
@@ -182,14 +190,30 @@ class StackConfig:
         """Every store instance of its layout (registry.store_instances)."""
         return registry.store_instances(self.layout)
 
-    @property
-    def redis_servers(self) -> int:
-        """The redis-server processes of one Redis instance, in its mode."""
-        if self.redis_mode == "cluster":
+    def redis_mode_of(self, instance: registry.StoreInstance) -> str:
+        """The mode of Redis ``instance``: cluster when named in redis_cluster_instances,
+        else redis_mode."""
+        return "cluster" if instance.name in self.redis_cluster_instances else self.redis_mode
+
+    def redis_servers_of(self, instance: registry.StoreInstance) -> int:
+        """The redis-server processes of Redis ``instance``, in its mode."""
+        mode = self.redis_mode_of(instance)
+        if mode == "cluster":
             return self.redis_cluster_masters * (1 + self.redis_replicas)
-        if self.redis_mode == "replicated":
+        if mode == "replicated":
             return 1 + self.redis_replicas
         return 1
+
+    @property
+    def redis_servers(self) -> int:
+        """The redis-server processes of every Redis instance, added."""
+        return sum(self.redis_servers_of(instance) for instance in self.store_instances()
+                   if instance.store is Store.REDIS)
+
+    def redis_modes(self) -> dict[str, str]:
+        """Each Redis instance's mode, by name."""
+        return {instance.name: self.redis_mode_of(instance)
+                for instance in self.store_instances() if instance.store is Store.REDIS}
 
     def instance_ports(self, instance: registry.StoreInstance) -> list[int]:
         """The ports of ``instance``'s processes: one for MongoDB, one per server of the
@@ -201,8 +225,8 @@ class StackConfig:
             first = self.memcached_port + index * self.memcached_instances
             return list(range(first, first + self.memcached_instances))
         if instance.store is Store.REDIS:
-            first = self.redis_port + index * self.redis_servers
-            return list(range(first, first + self.redis_servers))
+            first = self.redis_port + sum(self.redis_servers_of(i) for i in same_store[:index])
+            return list(range(first, first + self.redis_servers_of(instance)))
         return [self.mongodb_port + index]
 
     @property
@@ -224,18 +248,21 @@ class StackConfig:
         if store is Store.MONGODB:
             return f"mongodb://{self.host}:{ports[0]}"
         if store is Store.REDIS:
-            if self.redis_mode == "cluster":  # every node a seed: any one answers the map
+            if self.redis_mode_of(instance) == "cluster":  # every node a seed
                 return ",".join(f"redis://{self.host}:{port}" for port in ports)
             return f"redis://{self.host}:{ports[0]}/0"  # the primary
         return ",".join(f"{self.host}:{port}" for port in ports)
 
     def redis_env(self, spec: registry.ServiceSpec) -> dict[str, str]:
         """The Redis mode's settings of ``spec`` besides its URL (none when standalone)."""
-        if Store.REDIS not in spec.stores or self.redis_mode == "standalone":
+        if Store.REDIS not in spec.stores:
             return {}
-        env = {setting_env("redis_mode"): self.redis_mode}
-        if self.redis_mode == "replicated":
-            instance = registry.store_instance(spec, Store.REDIS, self.layout)
+        instance = registry.store_instance(spec, Store.REDIS, self.layout)
+        mode = self.redis_mode_of(instance)
+        if mode == "standalone":
+            return {}
+        env = {setting_env("redis_mode"): mode}
+        if mode == "replicated":
             env[setting_env("redis_replica_urls")] = ",".join(
                 f"redis://{self.host}:{port}/0" for port in self.instance_ports(instance)[1:])
         return env
@@ -327,7 +354,7 @@ def store_commands(config: StackConfig) -> list[ServerCommand]:
         ports = config.instance_ports(instance)
         for port in ports:
             name = config.store_component_name(instance, port)
-            if instance.store is Store.REDIS and config.redis_mode == "cluster":
+            if instance.store is Store.REDIS and config.redis_mode_of(instance) == "cluster":
                 [command] = redis_cluster_commands([port], data / instance.name, config.host)
             elif instance.store is Store.REDIS and port != ports[0]:  # replicated
                 command = redis_replica_command(port, data / instance.name / str(port),
@@ -339,7 +366,8 @@ def store_commands(config: StackConfig) -> list[ServerCommand]:
                                           cpus=config.cpu_count)
             else:
                 command = memcached_command(port, host=config.host,
-                                            memory_mb=config.memcached_memory_mb)
+                                            memory_mb=config.memcached_memory_mb,
+                                            threads=config.memcached_threads)
             commands.append(replace(command, name=name))
     return commands
 
@@ -347,10 +375,8 @@ def store_commands(config: StackConfig) -> list[ServerCommand]:
 def form_redis_clusters(config: StackConfig) -> None:
     """Make each Redis instance's nodes one cluster (in cluster mode; once: nodes that
     restart keep their part in their nodes.conf, and a formed cluster is left alone)."""
-    if config.redis_mode != "cluster":
-        return
     for instance in config.store_instances():
-        if instance.store is Store.REDIS:
+        if instance.store is Store.REDIS and config.redis_mode_of(instance) == "cluster":
             nodes = [f"{config.host}:{port}" for port in config.instance_ports(instance)]
             form_redis_cluster(nodes, config.redis_replicas)
 
@@ -388,7 +414,9 @@ def plan(config: StackConfig) -> list[Component]:
         listen_host=config.host,
         port=config.gateway_port,
         media_port=config.media_port,
-        worker_processes=config.nginx_workers,
+        # nginx's own auto counts the machine's CPUs, not those the stack may use.
+        worker_processes=(str(config.cpu_count) if config.nginx_workers == "auto"
+                          else config.nginx_workers),
         foreground=True,
         pid_path=data / "nginx.pid",
         error_log=str(config.log_dir / "nginx-error.log"),

@@ -176,18 +176,20 @@ class LocalStack:
     @contextlib.contextmanager
     def placed(self, cpus: list[int] | None) -> Iterator[None]:
         """The running stack on ``cpus`` for the block (restarts in it included: see
-        :meth:`restart_fresh`), on every CPU again after it, and when it next starts.
-        None: left where it is."""
-        if cpus:
+        :meth:`restart_fresh`), back where ``up`` put it after it (every CPU, or those of
+        ``up --cpus``), and when it next starts. None, or the CPUs it has: left as it is."""
+        original = self.config.cpus
+        moved = bool(cpus) and sorted(cpus or []) != sorted(original or [])
+        if moved:
             self.pin(cpus)
         try:
             yield
         finally:
-            if cpus:
-                self.pin(None)
+            if moved:
+                self.pin(original)
                 path = self.data_dir / launcher.CONFIG_FILE
                 if path.exists():
-                    path.write_text(dataclasses.replace(self.config, cpus=None).to_json())
+                    path.write_text(dataclasses.replace(self.config, cpus=original).to_json())
 
     # ------------------------------------------------------------ measuring it
 
@@ -195,6 +197,12 @@ class LocalStack:
         """Whether ``url`` is this stack's front end."""
         target = Target.parse(url)
         return target.host in LOCAL_HOSTS and target.port == self.config.gateway_port
+
+    def pinned_cpus(self, url: str) -> list[int] | None:
+        """The CPUs ``up --cpus`` put the running stack on, when ``url`` is its front end."""
+        if not self.serves(url) or self.running_state() is None:
+            return None
+        return self.config.cpus
 
     def record(self, url: str) -> StackRecord | None:
         """Its configuration for a results manifest, when ``url`` is its front end."""
@@ -211,6 +219,8 @@ class LocalStack:
             durability=store_durability(self._mongodb_binary(), cpus=config.cpu_count),
             store_layout=config.store_layout,
             redis_mode=config.redis_mode, redis_servers=config.redis_servers,
+            redis_modes=config.redis_modes(), memcached_threads=config.memcached_threads,
+            sizing=config.sizing, cpus=config.cpus,
             store_instances={
                 instance.name: [spec.name for spec in registry.services_of(instance, config.layout)]
                 for instance in config.store_instances()},

@@ -1,13 +1,16 @@
 """The stack on the original's store layout (``up --stores per-service``, memcached given
-``--memcached-memory``) and on a Redis Cluster (``up --redis-mode cluster``, 3 masters and
-3 replicas): seeded, loaded and checked, each service's data in its own instances. A stack
-of its own for each."""
+``--memcached-memory``) and on the scaled layout ``up`` plans for 128 CPUs (per-service,
+the home timelines' Redis a Redis Cluster of 3 masters and 3 replicas, memcached in
+several processes), the latter on one CPU (``up --cpus 1``): seeded, loaded and checked,
+each service's data in its own instances. A stack of its own for each."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pymongo
 import pytest
 import redis
@@ -17,7 +20,9 @@ from socialbench.registry import Store, StoreLayout
 from socialbench.stack import launcher
 from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import free_ports
+from socialbench.stack.sizing import size_stack
 from socialbench.stack.store_stats import memcached_stats
+from socialbench.workloads.driver.hostload import usable_cpus
 from tests.conftest import store_options
 from tests.support import socialbench
 
@@ -33,10 +38,17 @@ def per_service_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
                          "--memcached-memory", str(MEMCACHED_MB))
 
 
+SCALED = size_stack(128)
+
+
 @pytest.fixture(scope="module")
-def redis_cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from own_stack(tmp_path_factory.mktemp("redis-cluster"), "shared",
-                         "--redis-mode", "cluster")
+def scaled_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The stores as planned for 128 CPUs (fewer memcached threads: one CPU here), and
+    every process on the first usable CPU."""
+    clusters = [arg for name in SCALED.redis_clusters for arg in ("--redis-cluster", name)]
+    yield from own_stack(tmp_path_factory.mktemp("scaled"), SCALED.store_layout.value,
+                         *clusters, "--memcached-instances", str(SCALED.memcached_instances),
+                         "--memcached-threads", "2", "--cpus", "1")
 
 
 def own_stack(data_dir: Path, layout: str, *options: str) -> Iterator[Path]:
@@ -125,21 +137,50 @@ def test_seeded_loaded_and_checked_on_the_originals_layout(per_service_stack: Pa
     assert one.returncode == 1 and "Check FAILED" in one.stdout, one.stdout + one.stderr
 
 
-def test_seeded_loaded_and_checked_on_a_redis_cluster(redis_cluster_stack: Path) -> None:
-    config = seed_load_and_check(redis_cluster_stack)
-    nodes = config.instance_ports(registry.StoreInstance(Store.REDIS))
+def test_up_on_one_cpu_runs_every_process_of_the_stack_there(scaled_stack: Path) -> None:
+    state = launcher.StackState.read(scaled_stack)
+    assert state is not None
+    first = usable_cpus()[0]
+    roots = [state.supervisor_pid, *(c.pid for c in state.components if c.pid)]
+    threads = 0
+    for root in roots:
+        for process in (psutil.Process(root), *psutil.Process(root).children(recursive=True)):
+            for tid in os.listdir(f"/proc/{process.pid}/task"):
+                assert os.sched_getaffinity(int(tid)) == {first}, (process.name(), tid)
+                threads += 1
+    assert threads > len(roots)  # every thread of every process, workers included
+    record = LocalStack(scaled_stack).record(state.url)
+    assert record is not None and record.cpus == [first]
+    assert record.workers_cpus == 1 and "stores" in record.sizing
+
+
+def test_seeded_loaded_and_checked_on_the_scaled_layout(scaled_stack: Path) -> None:
+    assert SCALED.store_layout is StoreLayout.PER_SERVICE and SCALED.redis_clusters
+    config = seed_load_and_check(scaled_stack)
+    home = registry.store_instance(registry.get("home-timeline"), Store.REDIS,
+                                   StoreLayout.PER_SERVICE)
+    assert home.name in SCALED.redis_clusters
+    nodes = config.instance_ports(home)
     assert len(nodes) == 6
-    # The timelines are spread over the three masters, each key where its slot is.
+    # The home timelines are spread over the three masters, each key where its slot is.
     keys_per_master = []
     for port in nodes:
         with redis.Redis(port=port) as node:
             if node.info("replication")["role"] == "master":
                 keys_per_master.append(node.dbsize())
     assert len(keys_per_master) == 3 and all(keys > 0 for keys in keys_per_master)
+    # The other Redis instances stay single servers.
+    user_timeline = registry.store_instance(registry.get("user-timeline"), Store.REDIS,
+                                            StoreLayout.PER_SERVICE)
+    assert len(config.instance_ports(user_timeline)) == 1
+    # memcached: the planned processes for each instance.
+    assert len(config.memcached_ports) == 2 * SCALED.memcached_instances
     # A manifest of this stack says which client and topology each service ran.
-    record = LocalStack(redis_cluster_stack).record(config.url)
+    record = LocalStack(scaled_stack).record(config.url)
     assert record is not None
     assert record.store_clients["home-timeline"]["redis"] == {
         "client": "socialbench, with redis-py's slot map and redirects",
         "topology": "cluster of 3 masters"}
+    assert record.redis_modes[home.name] == "cluster"
+    assert record.redis_modes[user_timeline.name] == "standalone"
     assert set(record.store_clients["post-storage"]) == {"memcached", "mongodb"}

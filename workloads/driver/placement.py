@@ -69,9 +69,16 @@ def parse_cpus(text: str) -> list[int]:
 
 
 def plan_placement(mode: PlacementMode, driver_cpus: list[int] | None = None,
-                   available: list[int] | None = None, reason: str = "") -> Placement:
-    """The placement asked for on the CPUs ``available`` (default: this process's)."""
+                   available: list[int] | None = None, reason: str = "",
+                   stack_cpus: list[int] | None = None) -> Placement:
+    """The placement asked for on the CPUs ``available`` (default: this process's).
+
+    ``stack_cpus``: the CPUs the stack already runs on (``up --cpus``): it stays there,
+    and a split gives the driver the other CPUs (or those of ``driver_cpus``).
+    """
     cpus = available or usable_cpus()
+    if stack_cpus:
+        return _around_the_stack(mode, driver_cpus, cpus, reason, sorted(stack_cpus))
     if mode is PlacementMode.SHARED:
         if driver_cpus:
             raise ValueError("--driver-cpus goes with --cpu-placement split")
@@ -90,4 +97,22 @@ def plan_placement(mode: PlacementMode, driver_cpus: list[int] | None = None,
     stack = [cpu for cpu in cpus if cpu not in driver]
     if not stack:
         raise ValueError("--driver-cpus leaves no CPU for the stack")
+    return Placement(mode=mode, driver_cpus=driver, stack_cpus=stack, reason=reason)
+
+
+def _around_the_stack(mode: PlacementMode, driver_cpus: list[int] | None, cpus: list[int],
+                      reason: str, stack: list[int]) -> Placement:
+    note = f"the stack on CPU {cpu_list(stack)}, as up --cpus started it"
+    reason = "; ".join(filter(None, [reason, note]))
+    if mode is PlacementMode.SHARED:
+        if driver_cpus:
+            raise ValueError("--driver-cpus goes with --cpu-placement split")
+        return Placement(mode=mode, driver_cpus=cpus, stack_cpus=stack, reason=reason)
+    driver = sorted(driver_cpus) if driver_cpus else [c for c in cpus if c not in stack]
+    if not driver:
+        raise ValueError(f"the stack runs on every usable CPU ({cpu_list(stack)}): a split "
+                         "needs CPUs left for the driver (up --cpus fewer)")
+    if set(driver) & set(stack):
+        raise ValueError(f"--driver-cpus {cpu_list(driver)} overlaps the stack's CPUs "
+                         f"({cpu_list(stack)}, up --cpus)")
     return Placement(mode=mode, driver_cpus=driver, stack_cpus=stack, reason=reason)

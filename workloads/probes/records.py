@@ -77,7 +77,20 @@ class StackRecord(Strict):
                                   "or cluster (a Redis Cluster), for each Redis instance "
                                   "(up --redis-mode); None: an older bundle (standalone).")
     redis_servers: int | None = Field(
-        default=None, description="redis-server processes of each Redis instance.")
+        default=None, description="redis-server processes of every Redis instance, added "
+                                  "(before the sizing: of each).")
+    redis_modes: dict[str, str] = Field(
+        default_factory=dict, description="Each Redis instance's mode (standalone, "
+                                          "replicated, cluster); empty: an older bundle "
+                                          "(redis_mode for every instance).")
+    memcached_threads: int | None = Field(
+        default=None, description="Worker threads of each memcached process; None: an "
+                                  "older bundle (4).")
+    sizing: dict[str, str] = Field(
+        default_factory=dict, description="What up chose for the CPU count and why: "
+                                          "workers, nginx workers, memcached, the MongoDB-wire "
+                                          "server, the stores' layout, the driver "
+                                          "(socialbench/stack/sizing.py); empty: not sized.")
     cpus: list[int] | None = Field(
         default=None, description="The CPUs every process of the stack ran on (up --cpus); "
                                   "None: every CPU.")

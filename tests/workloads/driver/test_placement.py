@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from socialbench.cli import app
 from socialbench.stack import launcher
-from socialbench.stack.local import LocalStack
+from socialbench.stack.local import LocalStack, pin_process_trees
 from socialbench.workloads.driver import LoadResult
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.driver.placement import PlacementMode, parse_cpus, plan_placement
@@ -74,10 +74,12 @@ def _affinities(pid: int) -> set[frozenset[int]]:
     return {frozenset(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")}
 
 
-@pytest.fixture
-def fake_stack(tmp_path: Path) -> Iterator[tuple[LocalStack, list[int]]]:
+@pytest.fixture(params=[None], ids=["every-cpu"])
+def fake_stack(tmp_path: Path, request: pytest.FixtureRequest
+               ) -> Iterator[tuple[LocalStack, list[int]]]:
     """A "stack" of real processes in a state file: a supervisor and a component with a
-    thread and a child. Yields the stack and every pid (the supervisor's first)."""
+    thread and a child, started on the CPUs of ``request.param`` (None: every CPU). Yields
+    the stack and every pid (the supervisor's first)."""
     supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     component = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE)
     try:
@@ -90,7 +92,9 @@ def fake_stack(tmp_path: Path) -> Iterator[tuple[LocalStack, list[int]]]:
                                            pid=component.pid)],
         ).write(tmp_path)
         (tmp_path / launcher.CONFIG_FILE).write_text(
-            launcher.StackConfig(data_dir=tmp_path, cpus=[0]).to_json())
+            launcher.StackConfig(data_dir=tmp_path, cpus=request.param).to_json())
+        if request.param:
+            pin_process_trees([supervisor.pid, component.pid], request.param)
         yield LocalStack(tmp_path), [supervisor.pid, component.pid, child]
     finally:
         for process in (supervisor, component):
@@ -113,6 +117,33 @@ def test_every_thread_of_the_stack_is_placed_and_put_back(
     assert all(_affinities(pid) == {everywhere} for pid in pids)
     # The next start is on every CPU again (the placement was for that run only).
     assert stack.config.cpus is None
+
+
+@two_cpus
+@pytest.mark.parametrize("fake_stack", [[0]], ids=["up-cpus-0"], indirect=True)
+def test_a_stack_up_put_on_its_cpus_goes_back_there(
+    fake_stack: tuple[LocalStack, list[int]],
+) -> None:
+    stack, pids = fake_stack
+    time.sleep(0.2)
+    with stack.placed([0]):  # where it is: left alone
+        assert all(_affinities(pid) == {frozenset({0})} for pid in pids)
+    with stack.placed([1]):
+        assert all(_affinities(pid) == {frozenset({1})} for pid in pids)
+    assert all(_affinities(pid) == {frozenset({0})} for pid in pids)
+    assert stack.config.cpus == [0]
+
+
+def test_a_split_around_a_stack_on_its_own_cpus_gives_the_driver_the_others() -> None:
+    split = plan_placement(PlacementMode.SPLIT, available=[0, 1, 2, 3], stack_cpus=[0, 1])
+    assert (split.driver_cpus, split.stack_cpus) == ([2, 3], [0, 1])
+    assert "as up --cpus started it" in split.reason
+    shared = plan_placement(PlacementMode.SHARED, available=[0, 1, 2, 3], stack_cpus=[0])
+    assert (shared.driver_cpus, shared.stack_cpus) == ([0, 1, 2, 3], [0])
+    with pytest.raises(ValueError, match="needs CPUs left for the driver"):
+        plan_placement(PlacementMode.SPLIT, available=[0, 1], stack_cpus=[0, 1])
+    with pytest.raises(ValueError, match="overlaps the stack's CPUs"):
+        plan_placement(PlacementMode.SPLIT, [1, 2], available=[0, 1, 2], stack_cpus=[0, 1])
 
 
 def test_the_supervisor_runs_the_stack_on_its_cpus(tmp_path: Path) -> None:
