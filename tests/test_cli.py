@@ -176,3 +176,28 @@ def test_check_refuses_urls_that_leave_a_service_out_or_name_another(
     result = CliRunner().invoke(app, ["check", *argv, "--redis-url", "redis://127.0.0.1:1/0"],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 2 and message.split(",")[0] in result.output, result.output
+
+
+def test_cache_protocol_takes_memtiers_names_and_short_ones() -> None:
+    runner = CliRunner()
+    for name in ("memcache_binary", "binary", "BINARY"):
+        done = runner.invoke(app, ["cache", "run", "-P", name, "--preset", "memcached-yitian",
+                                   "--plan"])
+        assert done.exit_code == 0, done.output
+        assert "1 deviation: --protocol memcache_binary (preset: memcache_text)" in done.output
+    done = runner.invoke(app, ["cache", "run", "-P", "text", "--preset", "memcached-yitian",
+                               "--plan"])
+    assert done.exit_code == 0 and "no deviation" in done.output
+    refused = [
+        (["cache", "run", "--protocol", "ascii", "--plan"], "unknown protocol 'ascii': one of "
+         "memcache_text, memcache_meta, memcache_binary, redis, text, meta, binary"),
+        (["cache", "scale", "--kind", "redis", "-P", "binary", "--plan"],
+         "redis does not speak memcache_binary"),
+        (["cache", "scale", "--kind", "memcached", "-P", "redis", "--plan"],
+         "memcached does not speak redis"),
+        (["cache", "run", "-P", "binary", "--key-minimum", "5", "--key-maximum", "1",
+          "--plan"], "Invalid value: key_maximum must be >= key_minimum"),
+    ]
+    for args, message in refused:
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2 and message in " ".join(done.output.split()), done.output

@@ -18,6 +18,7 @@ PRIVATE = {
     "socialbench.runtime.store_check.StoreCredentialsRefused",
     "socialbench.deploy.loadjob.CollectorError",
     "socialbench.workloads.cache.protocol.ProtocolError",
+    "socialbench.workloads.cache.worker.PrefillFailed",
     "socialbench.workloads.driver.pool.PoolConnectError",
     "socialbench.workloads.driver.worker.ParentGone",
 }

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from socialbench.cli.options import preset_values, run
 from socialbench.workloads.cache import CacheConfig, CacheProtocol
-from socialbench.workloads.cache.config import parse_key_pattern, parse_ratio
+from socialbench.workloads.cache.config import parse_key_pattern, parse_protocol, parse_ratio
 from socialbench.workloads.cache.plan import plan_runs, plan_scale
 from socialbench.workloads.cache.scale import DEFAULT_FRACTIONS, ScaleConfig
 from socialbench.workloads.cache.servers import ServerKind
@@ -41,6 +42,8 @@ Threads = Annotated[int, typer.Option("--threads", "-t", min=1, help="Generator 
 Prefill = Annotated[bool, typer.Option(help="Set every key of the range once first.")]
 Cpus = Annotated[str | None, typer.Option(
     help="Pin generator processes to these CPUs, e.g. 0 or 0,2 (round robin).")]
+PROTOCOL_HELP = ("memcache_text, memcache_meta, memcache_binary or redis (memtier's -P "
+                 "names), or text, meta, binary")
 PowerCmd = Annotated[str | None, typer.Option(
     help="A command printing the machine's watts (when there is no RAPL); energy per "
          "operation is measured over each measured window.")]
@@ -53,6 +56,20 @@ def _cpus(text: str | None) -> list[int] | None:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a list of CPU numbers") from None
+
+
+def _message(exc: ValueError) -> str:
+    """A config's refusal in one line (a pydantic error's messages, not its dump)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+    return str(exc)
+
+
+def _protocol(text: str) -> CacheProtocol:
+    try:
+        return parse_protocol(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _patterns(ratio: str, key_pattern: str) -> dict[str, Any]:
@@ -77,8 +94,9 @@ def run_command(
     ctx: typer.Context,
     server: Annotated[str, typer.Option("--server", "-s", help="Server address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", help="Server port.")] = 11211,
-    protocol: Annotated[CacheProtocol, typer.Option("--protocol", "-P", help="Wire protocol.")]
-    = CacheProtocol.MEMCACHE_TEXT,
+    protocol: Annotated[CacheProtocol, typer.Option(
+        "--protocol", "-P", parser=_protocol, metavar="PROTOCOL",
+        help=f"Wire protocol: {PROTOCOL_HELP}.")] = CacheProtocol.MEMCACHE_TEXT,
     ratio: Ratio = "1:10",
     data_size: DataSize = 128,
     key_pattern: KeyPatternOption = "R",
@@ -119,7 +137,7 @@ def run_command(
         pipeline, data_size = values.get("pipeline", pipeline), values.get("data_size",
                                                                            data_size)
         key_pattern, runs = values.get("key_pattern", key_pattern), values.get("runs", runs)
-        protocol = CacheProtocol(values.get("protocol", protocol))
+        protocol = _protocol(values.get("protocol", protocol))
         typer.echo(followed.headline())
     if rate is not None and test_time is None:
         raise typer.BadParameter("--rate needs --test-time", param_hint="--rate")
@@ -133,7 +151,7 @@ def run_command(
             cpus=_cpus(cpus), **_patterns(ratio, key_pattern),
         ) for number, depth in enumerate(depths)]
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(_message(exc)) from None
     if plan:
         for line in plan_runs(configs, runs):
             typer.echo(line)
@@ -153,7 +171,8 @@ def scale_command(
     max_instances: Annotated[int | None, typer.Option(
         min=1, help="Stop at this many instances (default: the CPUs).")] = None,
     protocol: Annotated[CacheProtocol | None, typer.Option(
-        "--protocol", "-P", help="Default: memcache_text, or redis for --kind redis.")] = None,
+        "--protocol", "-P", parser=_protocol, metavar="PROTOCOL",
+        help=f"{PROTOCOL_HELP}; default memcache_text, or redis for --kind redis.")] = None,
     ratio: Ratio = "1:10",
     data_size: DataSize = 128,
     key_pattern: KeyPatternOption = "R",
@@ -206,7 +225,7 @@ def scale_command(
             run=run_config, step_s=step_time, sla_p99_ms=sla_p99_ms, fractions=steps,
             min_gain=min_gain, server_cpus=_cpus(server_cpus))
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(_message(exc)) from None
     if plan:
         for line in plan_scale(config, runs):
             typer.echo(line)

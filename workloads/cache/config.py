@@ -3,7 +3,8 @@
 Names follow memtier_benchmark where the meaning is the same (``--ratio``,
 ``--data-size``, ``--pipeline``, ``--clients`` per thread, ``--threads``,
 ``--test-time``, ``--requests`` per client, ``--key-pattern``, ``--key-minimum``,
-``--key-maximum``, ``--protocol``). Two additions: ``rate`` (open loop, as the HTTP
+``--key-maximum``, ``--protocol``/``-P`` with memtier's names or short ones, see
+:func:`parse_protocol`). Two additions: ``rate`` (open loop, as the HTTP
 driver: latency from each request's intended send time) and ``prefill`` (every key of
 the range is set once before the measured phase, so gets hit).
 """
@@ -23,7 +24,30 @@ class CacheProtocol(StrEnum):
 
     MEMCACHE_TEXT = "memcache_text"  # get / set
     MEMCACHE_META = "memcache_meta"  # mg / ms (memcached >= 1.6)
+    MEMCACHE_BINARY = "memcache_binary"  # binary GET / SET (deprecated upstream, still served)
     REDIS = "redis"  # RESP2 GET / SET
+
+    @property
+    def memcached(self) -> bool:
+        return self is not CacheProtocol.REDIS
+
+
+PROTOCOL_ALIASES = {"text": CacheProtocol.MEMCACHE_TEXT, "meta": CacheProtocol.MEMCACHE_META,
+                    "binary": CacheProtocol.MEMCACHE_BINARY, "resp2": CacheProtocol.REDIS}
+MEMCACHED_KEY_MAX = 250  # memcached's KEY_MAX_LENGTH, in every protocol
+
+
+def parse_protocol(text: str) -> CacheProtocol:
+    """memtier's ``-P`` names (memcache_text, memcache_binary, redis), ours (memcache_meta),
+    or the short text, meta and binary (and memtier's resp2 for redis)."""
+    name = text.strip().lower()
+    if name in PROTOCOL_ALIASES:
+        return PROTOCOL_ALIASES[name]
+    try:
+        return CacheProtocol(name)
+    except ValueError:
+        names = [p.value for p in CacheProtocol] + list(PROTOCOL_ALIASES)
+        raise ValueError(f"unknown protocol {text!r}: one of {', '.join(names)}") from None
 
 
 class KeyPattern(StrEnum):
@@ -100,6 +124,15 @@ class CacheConfig(BaseModel):
             raise ValueError("give a test time or a request count, not both")
         if self.rate is not None and self.test_time_s is None:
             raise ValueError("an open-loop rate needs a test time")
+        if self.protocol.memcached:
+            longest = len(self.key_prefix.encode()) + len(str(self.key_maximum))
+            if longest > MEMCACHED_KEY_MAX:
+                raise ValueError(f"keys of up to {longest} bytes (prefix + number): memcached "
+                                 f"takes at most {MEMCACHED_KEY_MAX}")
+            if self.protocol is not CacheProtocol.MEMCACHE_BINARY and \
+                    any(c.isspace() or not c.isprintable() for c in self.key_prefix):
+                raise ValueError(f"key prefix {self.key_prefix!r}: memcached's text and meta "
+                                 "keys have no spaces or control characters")
         return self
 
     @property

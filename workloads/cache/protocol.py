@@ -8,10 +8,15 @@ from its own starting point.
 Parsers take the bytes received so far and append one code per complete reply to
 ``out``: SET_OK, HIT, MISS or ERROR; they return where the first incomplete reply
 starts (the caller keeps the rest for the next read).
+
+The binary protocol is memtier's ``-P memcache_binary``: one non-quiet GET or SET frame
+per operation (no GETQ/GETKQ batches closed by a NOOP), so every request has one reply
+and pipelining is, as in text, requests in flight back to back.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -23,6 +28,8 @@ SET_OK, HIT, MISS, ERROR = 0, 1, 2, 3
 CODE_BITS = 2  # latencies travel as (ns << 2) | code
 MIN_STREAM = 1 << 16
 MAX_STREAM = 1 << 20
+MAX_STREAM_BYTES = 64 << 20  # a process's stream or prefill batch, whatever the value size
+REQUEST_OVERHEAD = 48  # a request's bytes besides its key and value, in any protocol
 
 
 class ProtocolError(ValueError):
@@ -48,7 +55,21 @@ def value_bytes(size: int) -> bytes:
     return (pattern * (size // len(pattern) + 1))[:size]
 
 
+# memcached's binary protocol (protocol_binary.h): a 24-byte header, then extras, key, value.
+# Request: magic, opcode, key length, extras length, data type, vbucket, body length,
+# opaque, CAS; a response has the status where the request has the vbucket.
+BINARY_HEADER = struct.Struct(">BBHBBHIIQ")
+BINARY_REQUEST, BINARY_RESPONSE = 0x80, 0x81
+OP_GET, OP_SET = 0x00, 0x01
+STATUS_OK, STATUS_KEY_NOT_FOUND = 0x0000, 0x0001
+_SET_EXTRAS = bytes(8)  # flags 0, expiration 0 (never), as memtier sends
+
+
 def encode_set(protocol: CacheProtocol, key: bytes, value: bytes) -> bytes:
+    if protocol is CacheProtocol.MEMCACHE_BINARY:
+        return BINARY_HEADER.pack(BINARY_REQUEST, OP_SET, len(key), len(_SET_EXTRAS), 0, 0,
+                                  len(_SET_EXTRAS) + len(key) + len(value), 0, 0) \
+            + _SET_EXTRAS + key + value
     if protocol is CacheProtocol.REDIS:
         return b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
             len(key), key, len(value), value)
@@ -58,6 +79,9 @@ def encode_set(protocol: CacheProtocol, key: bytes, value: bytes) -> bytes:
 
 
 def encode_get(protocol: CacheProtocol, key: bytes) -> bytes:
+    if protocol is CacheProtocol.MEMCACHE_BINARY:
+        return BINARY_HEADER.pack(BINARY_REQUEST, OP_GET, len(key), 0, 0, 0, len(key), 0, 0) \
+            + key
     if protocol is CacheProtocol.REDIS:
         return b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(key), key)
     if protocol is CacheProtocol.MEMCACHE_META:
@@ -77,11 +101,20 @@ def draw_keys(pattern: KeyPattern, config: CacheConfig, count: int,
     return rng.integers(low, low + span, count, dtype=np.int64)
 
 
+def request_bytes(config: CacheConfig) -> tuple[int, int]:
+    """At most the bytes of one set and of one get, whatever the protocol."""
+    key = len(config.key_prefix.encode()) + len(str(config.key_maximum))
+    return REQUEST_OVERHEAD + key + config.data_size, REQUEST_OVERHEAD + key
+
+
 def stream_length(config: CacheConfig) -> int:
-    """Long enough to cover the key range once (within bounds), a whole number of blocks."""
+    """Long enough to cover the key range once (within bounds), a whole number of blocks,
+    and at most MAX_STREAM_BYTES (large values: fewer, repeated requests)."""
     period = config.sets + config.gets
     wanted = min(max(MIN_STREAM, config.key_count), MAX_STREAM)
-    return -(-wanted // period) * period
+    set_bytes, get_bytes = request_bytes(config)
+    affordable = MAX_STREAM_BYTES // (config.sets * set_bytes + config.gets * get_bytes)
+    return max(min(-(-wanted // period), affordable), 1) * period
 
 
 def build_stream(config: CacheConfig, seed: int) -> OpStream:
@@ -214,8 +247,35 @@ def parse_memcache_meta(data: bytes, pos: int, out: bytearray) -> int:
     return pos
 
 
+def parse_memcache_binary(data: bytes, pos: int, out: bytearray) -> int:
+    """Binary responses: status 0 to SET (stored) or GET (a hit); 0x0001 key not found to
+    GET (a miss); any other status an error. The whole frame (24 + body length) or nothing."""
+    n = len(data)
+    unpack = BINARY_HEADER.unpack_from
+    append = out.append
+    while pos + 24 <= n:
+        magic, opcode, _, _, _, status, body, _, _ = unpack(data, pos)
+        if magic != BINARY_RESPONSE:
+            raise ProtocolError(f"not a memcached binary response (magic 0x{magic:02x}, "
+                                f"expected 0x81): {data[pos:pos + 24][:80]!r}")
+        stop = pos + 24 + body
+        if stop > n:
+            break
+        if opcode == OP_GET:
+            append(HIT if status == STATUS_OK
+                   else MISS if status == STATUS_KEY_NOT_FOUND else ERROR)
+        elif opcode == OP_SET:
+            append(SET_OK if status == STATUS_OK else ERROR)
+        else:
+            raise ProtocolError(f"a binary response to opcode 0x{opcode:02x} (status "
+                                f"0x{status:04x}); only GET and SET were sent")
+        pos = stop
+    return pos
+
+
 PARSERS = {
     CacheProtocol.REDIS: parse_redis,
     CacheProtocol.MEMCACHE_TEXT: parse_memcache_text,
     CacheProtocol.MEMCACHE_META: parse_memcache_meta,
+    CacheProtocol.MEMCACHE_BINARY: parse_memcache_binary,
 }

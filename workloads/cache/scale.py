@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from socialbench.workloads.cache.config import CacheConfig
 from socialbench.workloads.cache.energy import Meter, OpsEnergy
@@ -48,6 +48,12 @@ class ScaleConfig(BaseModel):
     min_gain: float = Field(default=0.02, ge=-1, description=(
         "Stop unless the aggregate grows by this share (-1: never stop for that)."))
     server_cpus: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ScaleConfig:
+        if self.run.protocol.memcached != (self.server == "memcached"):
+            raise ValueError(f"{self.server} does not speak {self.run.protocol.value}")
+        return self
 
 
 class InstanceResult(BaseModel):

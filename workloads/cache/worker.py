@@ -36,12 +36,14 @@ from socialbench.workloads.cache.protocol import (
     CODE_BITS,
     ERROR,
     HIT,
+    MAX_STREAM_BYTES,
     MISS,
     PARSERS,
     SET_OK,
     OpStream,
     build_prefill,
     build_stream,
+    request_bytes,
 )
 from socialbench.workloads.driver.config import Distribution
 from socialbench.workloads.driver.histogram import Recorder, encode, new_histogram, record_many
@@ -54,6 +56,10 @@ MAX_BATCH = 4096  # open loop: requests moved to the backlog per wake-up
 FLUSH_S = 0.05
 START_SPIN_NS = 2_000_000  # spin the last 2 ms before the start: every process starts together
 STALL_S = 0.25  # how often a request-count run checks that replies still come
+
+
+class PrefillFailed(RuntimeError):
+    """The prefill got no replies, or a connection broke; the parent gets the message."""
 
 
 class OpRecorder:
@@ -293,6 +299,8 @@ def worker_main(config_json: str, index: int, control: Pipe) -> None:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             report = runner.run(_run(config, index, control))
         control.send(("result", report))
+    except PrefillFailed as exc:
+        control.send(("error", f"cache generator process {index}: {exc}"))
     except Exception as exc:
         detail = "".join(traceback.format_exception_only(exc)).strip()
         control.send(("error", f"cache generator process {index}: {detail}\n"
@@ -318,24 +326,34 @@ async def _connect(loop: asyncio.AbstractEventLoop, config: CacheConfig) -> list
 
 async def _prefill(loop: asyncio.AbstractEventLoop, config: CacheConfig, index: int,
                    conns: list[CacheConnection]) -> tuple[int, float, list[str]]:
-    """Set this process's share of the key range once, pipelined; nothing is recorded."""
+    """Set this process's share of the key range once, pipelined; nothing is recorded.
+
+    In batches of at most MAX_STREAM_BYTES of requests (large values, many keys)."""
     first, last = split(config.key_count, config.threads, index)
     if last <= first:
         return 0, 0.0, []
-    stream = build_prefill(config, config.key_minimum + first, config.key_minimum + last - 1)
-    shares = [split(last - first, len(conns), j) for j in range(len(conns))]
-    phase = ClosedLoop(loop, conns, OpRecorder(), window_start_ns=1 << 62,
-                       pipeline=config.prefill_pipeline, end_ns=None,
-                       counts=[b - a for a, b in shares])
-    phase.attach(stream, [a for a, _ in shares])
+    batch = max(MAX_STREAM_BYTES // request_bytes(config)[0], 1)
     started = clock()
-    phase.start()
-    await _await_progress(phase, config.timeout_s)
-    if phase.active:
-        raise RuntimeError(f"prefill stalled: no reply for {config.timeout_s} s")
-    if phase.recorder.counts[ERROR] or phase.problems:
-        phase.problems.insert(0, "prefill had errors")
-    return last - first, (clock() - started) / NS_PER_S, phase.problems
+    errors = 0
+    for low in range(first, last, batch):
+        high = min(low + batch, last)
+        stream = build_prefill(config, config.key_minimum + low, config.key_minimum + high - 1)
+        shares = [split(high - low, len(conns), j) for j in range(len(conns))]
+        phase = ClosedLoop(loop, conns, OpRecorder(), window_start_ns=0,
+                           pipeline=config.prefill_pipeline, end_ns=None,
+                           counts=[b - a for a, b in shares])
+        phase.attach(stream, [a for a, _ in shares])
+        phase.start()
+        await _await_progress(phase, config.timeout_s)
+        speaks = f"does {config.address} speak {config.protocol.value}?"
+        if phase.active:
+            raise PrefillFailed(f"prefill stalled: no reply for {config.timeout_s} s ({speaks})")
+        if phase.problems:  # a connection broke or the server answered gibberish
+            raise PrefillFailed(f"prefill failed: {'; '.join(phase.problems[:3])} ({speaks})")
+        phase.recorder.flush()
+        errors += phase.recorder.counts[ERROR]
+    problems = [f"prefill had {errors} error replies"] if errors else []
+    return last - first, (clock() - started) / NS_PER_S, problems
 
 
 async def _await_progress(phase: Phase, stall_s: float) -> None:

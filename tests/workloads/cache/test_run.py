@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from socialbench.workloads.cache import CacheConfig, CacheProtocol, run_cache
-from socialbench.workloads.cache.servers import Instance, ServerKind, server_stats
+from socialbench.workloads.cache import CacheConfig, CacheLoadError, CacheProtocol, run_cache
+from socialbench.workloads.cache.servers import (
+    Instance,
+    ServerKind,
+    free_port,
+    server_argv,
+    server_stats,
+    wait_port,
+)
 from socialbench.workloads.reports.cache_report import build_cache_report
 from socialbench.workloads.results.cache_runs import CacheBundleWriter, read_records
 
@@ -36,7 +44,11 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after}
 
 
-@pytest.mark.parametrize("protocol", [CacheProtocol.MEMCACHE_TEXT, CacheProtocol.MEMCACHE_META])
+MEMCACHED_PROTOCOLS = [CacheProtocol.MEMCACHE_TEXT, CacheProtocol.MEMCACHE_META,
+                      CacheProtocol.MEMCACHE_BINARY]
+
+
+@pytest.mark.parametrize("protocol", MEMCACHED_PROTOCOLS)
 def test_memcached_counts_ratio_and_prefill(memcached: Instance, protocol: CacheProtocol
                                             ) -> None:
     before = _memcached_counters(memcached)
@@ -53,6 +65,77 @@ def test_memcached_counts_ratio_and_prefill(memcached: Instance, protocol: Cache
     assert result.misses == sent["get_misses"] == 0
     assert result.latency["get"].count == 6000 and result.latency["set"].count == 600
     assert result.errors == result.lost == result.timeouts == 0
+
+
+@pytest.mark.parametrize("protocol", MEMCACHED_PROTOCOLS)
+def test_memcached_misses_are_counted_pipelined(memcached: Instance, protocol: CacheProtocol
+                                                ) -> None:
+    before = _memcached_counters(memcached)
+    result = run_cache(CacheConfig(
+        port=memcached.port, protocol=protocol, key_maximum=KEYS - 1, clients=2, threads=1,
+        requests=1000, pipeline=16, sets=1, gets=3, prefill=False, seed=10,
+        key_prefix=f"cold-{protocol.value}-"))
+    sent = _delta(_memcached_counters(memcached), before)
+    assert sent["cmd_set"] == result.sets == 500 and sent["cmd_get"] == result.gets == 1500
+    assert result.hits > 0 and result.misses > 0  # a cold range: some keys set, some not yet
+    assert (result.hits, result.misses) == (sent["get_hits"], sent["get_misses"])
+    assert result.errors == result.lost == result.timeouts == 0 and not result.warnings
+
+
+def test_binary_values_larger_than_a_read(memcached: Instance) -> None:
+    size = 300_000  # beyond one 256 KiB read: replies arrive in pieces
+    result = run_cache(CacheConfig(
+        port=memcached.port, protocol=CacheProtocol.MEMCACHE_BINARY, data_size=size,
+        key_maximum=9, clients=2, requests=20, pipeline=4, sets=1, gets=1,
+        key_prefix="big-", seed=11))
+    assert (result.sets, result.hits, result.misses) == (20, 20, 0)
+    assert result.errors == result.lost == 0 and not result.warnings
+    assert len(_get(memcached, "big-3")) == size
+
+
+def test_prefill_of_large_values_goes_in_batches(memcached: Instance) -> None:
+    before = server_stats(memcached.host, memcached.port, ServerKind.MEMCACHED)
+    result = run_cache(CacheConfig(  # 150 x 500 kB: more than one 64 MiB batch
+        port=memcached.port, protocol=CacheProtocol.MEMCACHE_BINARY, data_size=500_000,
+        key_minimum=1000, key_maximum=1149, clients=3, requests=1, sets=0, gets=1,
+        key_prefix="batch-", seed=14))
+    after = server_stats(memcached.host, memcached.port, ServerKind.MEMCACHED)
+    assert result.prefill_keys == 150 and not result.warnings
+    assert int(after["total_items"]) - int(before["total_items"]) == 150  # each key once
+
+
+def test_binary_errors_are_counted_not_fatal(memcached: Instance) -> None:
+    before = _memcached_counters(memcached)
+    result = run_cache(CacheConfig(  # memcached's items stop at 1 MiB: sets answer "too large"
+        port=memcached.port, protocol=CacheProtocol.MEMCACHE_BINARY, data_size=2 << 20,
+        key_maximum=9, clients=1, requests=10, sets=1, gets=1, key_prefix="huge-", seed=12))
+    sent = _delta(_memcached_counters(memcached), before)
+    assert (result.sets, result.errors, result.hits, result.misses) == (0, 5, 0, 5)
+    assert sent["get_misses"] == 5 and result.lost == 0
+    assert result.warnings == ["prefill had 10 error replies", "5 error replies"]
+
+
+def test_binary_to_a_server_without_it_is_a_clear_error(redis: Instance) -> None:
+    port = free_port()  # memcached with the binary protocol turned off answers ERROR
+    server = subprocess.Popen([*server_argv(ServerKind.MEMCACHED, port, memory_mb=16),
+                               "-B", "ascii"])
+    try:
+        wait_port("127.0.0.1", port)
+        with pytest.raises(CacheLoadError) as refused:
+            run_cache(CacheConfig(port=port, protocol=CacheProtocol.MEMCACHE_BINARY,
+                                  clients=1, requests=10, key_maximum=99, seed=13))
+    finally:
+        server.terminate()
+        server.wait(5)
+    message = str(refused.value)
+    assert "prefill failed: connection 0: not a memcached binary response (magic 0x45, " \
+           "expected 0x81): b'ERROR\\r\\n" in message
+    assert f"(does 127.0.0.1:{port} speak memcache_binary?)" in message
+    assert "Traceback" not in message
+    with pytest.raises(CacheLoadError, match=r"prefill stalled: no reply for 1.0 s \(does "
+                       rf"127.0.0.1:{redis.port} speak memcache_binary\?\)"):
+        run_cache(CacheConfig(port=redis.port, protocol=CacheProtocol.MEMCACHE_BINARY,
+                              clients=1, requests=10, key_maximum=99, timeout_s=1, seed=13))
 
 
 def test_redis_counts_ratio_and_prefill(redis: Instance) -> None:
