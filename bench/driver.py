@@ -73,6 +73,9 @@ class DriverBench:
     nginx_workers: int = 1
     pin: bool = False
     results_dir: Path = field(default=Path("results"))
+    # What the driver sends (nginx answers every path): url, or a social network workload
+    # such as mixed, whose requests cost the driver more to build.
+    workload: str = "url"
 
 
 @dataclass
@@ -112,7 +115,7 @@ def start_nginx(workdir: Path, workers: int, cpus: set[int] | None) -> tuple[Ser
 def drive(url: str, rate: float, processes: int, config: DriverBench) -> LoadResult:
     load = LoadConfig(
         url=url, rate=rate, duration_s=config.duration_s, warmup_s=config.warmup_s,
-        workload="url", distribution=config.distribution, processes=processes,
+        workload=config.workload, distribution=config.distribution, processes=processes,
         connections=config.connections, seed=1,
     )
     return run_load(load)

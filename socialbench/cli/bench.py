@@ -62,6 +62,9 @@ def driver(
     pin: Annotated[bool, typer.Option(
         "--pin", help="One driver process (and the tools) on CPU 0, nginx on the last "
         "(on a quiet machine only: pinned, the driver cannot flee others).")] = DRIVER.pin,
+    workload: Annotated[str, typer.Option(help=(
+        "What the driver sends (nginx answers 200 to any path): url, or a social network "
+        "workload such as mixed."))] = DRIVER.workload,
     results_dir: ResultsDir = DRIVER.results_dir,
 ) -> None:
     """The driver's highest rate against nginx on loopback, beside vegeta and wrk."""
@@ -71,7 +74,7 @@ def driver(
         duration_s=duration, warmup_s=warmup, connections=connections,
         processes=tuple(processes or DRIVER.processes), rates=tuple(rates or ()), start=start,
         step=step, resolution=resolution, repeat=repeat, distribution=distribution,
-        nginx_workers=nginx_workers, pin=pin, results_dir=results_dir,
+        nginx_workers=nginx_workers, pin=pin, results_dir=results_dir, workload=workload,
     ))
 
 

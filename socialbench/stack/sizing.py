@@ -236,10 +236,25 @@ def _store_ceilings(size: StackSize, reference: Reference, workload: str,
                                 "gets spread evenly over the threads"))
         elif mongodb == "ferretdb":
             rows.append(Ceiling(instance.name, "go runtime", 1, float(size.mongodb_procs), ms))
-            rows.append(Ceiling(instance.name, "SQLite writer", 1, 1.0,
-                                ms * FERRETDB_WRITER_SHARE,
-                                f"estimate: {FERRETDB_WRITER_SHARE:.0%} of its CPU as one "
-                                "database's writer"))
+    if mongodb == "ferretdb":
+        rows += _writers(size, reference, workload)
+    return rows
+
+
+def _writers(size: StackSize, reference: Reference, workload: str) -> list[Ceiling]:
+    """FerretDB's SQLite writers: one per service's database (each its own file, in either
+    layout), each at its share of the CPU of that database's instance as measured on the
+    per-service stores: an estimate."""
+    rows = []
+    for instance in registry.store_instances(StoreLayout.PER_SERVICE):
+        ms = _ms(reference, workload, StoreLayout.PER_SERVICE, instance.name)
+        if instance.store is not Store.MONGODB or ms <= 0:
+            continue
+        owner = registry.get(instance.owner or "")
+        serving = registry.store_instance(owner, Store.MONGODB, size.store_layout)
+        rows.append(Ceiling(serving.name, f"SQLite writer of {instance.owner}'s database", 1,
+                            1.0, ms * FERRETDB_WRITER_SHARE,
+                            f"estimate: {FERRETDB_WRITER_SHARE:.0%} of its CPU"))
     return rows
 
 
@@ -346,7 +361,7 @@ def _lifted(size: StackSize, reference: Reference, machine: dict[str, float],
     short = []
     for workload, rate in machine.items():
         for row in _store_ceilings(size, reference, workload, mongodb):
-            if row.role != "SQLite writer" and row.rps < HEADROOM * rate:
+            if not row.role.startswith("SQLite writer") and row.rps < HEADROOM * rate:
                 short.append(f"{row.component} {row.rps:,.0f} req/s on {workload} "
                              f"(the cores: {rate:,.0f})")
     return short
@@ -375,3 +390,26 @@ def _choose_layout(base: StackSize, reference: Reference, machine: dict[str, flo
     if left:
         why += f"; still short: {'; '.join(left)}"
     return scaled, why
+
+
+PREDICTED_SIZES = (2, 16, 64, 128, 192)
+
+
+def prediction_table(reference: Reference, sizes: tuple[int, ...] = PREDICTED_SIZES,
+                     mongodb: str = "ferretdb") -> str:
+    """docs/scaling.md's table: each workload's projected max rate at each size, in the
+    shared layout, the per-service one and the one ``up`` picks, and what caps it first
+    (every figure a prediction from the reference)."""
+    lines = ["| workload | CPUs | the cores (USL) | shared | per-service | as up sizes it |",
+             "|---|---|---|---|---|---|"]
+    for workload in reference.workloads:
+        for cpus in sizes:
+            cells = []
+            for layout in (StoreLayout.SHARED, StoreLayout.PER_SERVICE, None):
+                size = size_stack(cpus, reference, mongodb, layout)
+                projection = project(size, reference, workload, mongodb)
+                where = "" if layout is not None else f" ({_describe_layout(size)})"
+                cells.append(f"{projection.max_rps:,.0f}: {projection.capped_by}{where}")
+            machine = reference.fit(workload).rate(float(cpus))
+            lines.append(f"| {workload} | {cpus} | {machine:,.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
