@@ -5,7 +5,8 @@
      ├── LoginSecretMissing     serve without the login secret (runtime.settings)
      ├── stack (socialbench.stack)
      │    ├── StackError            the local stack did not start or stop as asked
-     │    └── ServerNotInstalled    a store's server binary is missing
+     │    ├── ServerNotInstalled    a store's server binary is missing
+     │    └── CpuChoiceError        up --cpus names CPUs it may not use (a ValueError)
      ├── workloads (socialbench.workloads)
      │    ├── WorkloadError         a workload that cannot be loaded (a ValueError)
      │    ├── UnknownPreset         no preset of that name (a ValueError)

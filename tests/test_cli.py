@@ -13,6 +13,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
+from socialbench import registry
 from socialbench.cli import app
 from socialbench.cli.bench import parse_rates
 from socialbench.cli.check import given_urls
@@ -22,7 +23,7 @@ from socialbench.stack.launcher import StackConfig
 from socialbench.stack.up import describe_workers
 from socialbench.workloads.check.contents import CHECKED_MONGODB
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
-from socialbench.workloads.driver.config import LoadConfig
+from socialbench.workloads.driver.config import LoadConfig, driver_size
 
 WIDTH = 80
 
@@ -77,7 +78,10 @@ def test_users_default_to_the_workloads_default() -> None:
 def test_load_defaults_are_the_config_models() -> None:
     load = params("load")
     fields = LoadConfig.model_fields
-    assert load["connections"].default == fields["connections"].default
+    # Connections: None, so that they follow the driver's processes (driver_size), the
+    # model's when those are few.
+    assert load["connections"].default is None and params("ramp")["connections"].default is None
+    assert driver_size(1)[1] == fields["connections"].default
     assert load["distribution"].default == fields["distribution"].default
     assert load["absolute_form"].default == fields["absolute_form"].default
     assert load["workload"].default == fields["workload"].default
@@ -125,9 +129,10 @@ def test_up_chooses_workers_from_the_cpu_count_unless_told() -> None:
 
 def test_up_says_which_workers_it_chose() -> None:
     assert describe_workers(StackConfig(cpus=[0, 1])) == "1 worker per service (for 2 CPUs)"
-    assert describe_workers(StackConfig(cpus=list(range(16)))) == (
-        "Workers: post-storage 3, user-timeline 3, home-timeline 4; 1 for every other "
-        "service (for 16 CPUs)")
+    on_16 = {spec.name: registry.default_workers(spec, 16) for spec in registry.SERVICES}
+    named = ", ".join(f"{name} {count}" for name, count in on_16.items() if count > 1)
+    assert named and describe_workers(StackConfig(cpus=list(range(16)))) == (
+        f"Workers: {named}; 1 for every other service (for 16 CPUs)")
     assert describe_workers(StackConfig(default_workers=2)) == (
         "2 workers per service (as given)")
     assert describe_workers(StackConfig(default_workers=2, workers={"text": 1})).endswith(

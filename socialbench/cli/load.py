@@ -27,6 +27,7 @@ from socialbench.cli.options import (
 from socialbench.workloads.driver.config import (
     Distribution,
     LoadConfig,
+    driver_size,
     parse_duration,
 )
 from socialbench.workloads.driver.placement import PlacementMode
@@ -55,8 +56,10 @@ def load(
         Distribution, typer.Option("--distribution", "-D", help="Inter-arrival times.")
     ] = load_default("distribution"),
     connections: Annotated[
-        int, typer.Option("--connections", "-c", help="Connections (the start, if growing).")
-    ] = load_default("connections"),
+        int | None, typer.Option("--connections", "-c", help=(
+            "Connections (the start, if growing; default: 64, or 32 a driver process when "
+            "that is more)."))
+    ] = None,
     max_connections: Annotated[
         int | None,
         typer.Option(help="Grow the pool on demand up to this many; beyond, drop and count."),
@@ -100,6 +103,7 @@ def load(
         pinned = stack.pinned_cpus(url)
         placed = placement_for(placement(cpu_placement, driver_cpus, stack_cpus=pinned),
                                stack.serves(url))
+        processes, connections = driver_size(len(placed.driver_cpus), processes, connections)
         config = LoadConfig(
             url=url,
             rate=rate,
@@ -110,7 +114,7 @@ def load(
             distribution=distribution,
             connections=connections,
             max_connections=max_connections,
-            processes=processes or min(len(placed.driver_cpus), connections),
+            processes=processes,
             timeout_s=parse_duration(timeout),
             seed=seed if seed is not None else secrets.randbits(32),
             absolute_form=absolute_form,

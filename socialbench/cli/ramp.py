@@ -30,6 +30,7 @@ from socialbench.cli.options import (
 )
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.driver import Distribution, LoadConfig
+from socialbench.workloads.driver.config import driver_size
 from socialbench.workloads.driver.placement import PlacementMode
 from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, Sla
 from socialbench.workloads.ramp.plan import plan_ramp
@@ -147,9 +148,10 @@ def ramp(
     label: Annotated[str | None, typer.Option(help="Names the bundle (default: workload).")]
     = None,
     results_dir: Annotated[Path, typer.Option(help="Where bundles go.")] = Path("results"),
-    connections: Annotated[int, typer.Option(
-        "--connections", "-c", help="Connections (the start, if growing).")]
-    = load_default("connections"),
+    connections: Annotated[int | None, typer.Option(
+        "--connections", "-c", help=(
+        "Connections (the start, if growing; default: 64, or 32 a driver process when "
+        "that is more)."))] = None,
     max_connections: Annotated[int | None, typer.Option(
         help="Grow the pool on demand up to this many; beyond, drop and count.")] = None,
     processes: Annotated[int | None, typer.Option(
@@ -232,6 +234,7 @@ def ramp(
             graph_users = graphs.load(graph, seed=graph_seed).node_count
         except (graphs.GraphFormatError, OSError, ValueError) as exc:
             raise typer.BadParameter(str(exc), param_hint="--graph") from None
+    processes, connections = driver_size(len(placed.driver_cpus), processes, connections)
     try:
         load = LoadConfig(
             url=url, rate=start_rate, duration_s=step_s,
@@ -239,7 +242,7 @@ def ramp(
             users=users if users_given or graph_users is None else graph_users,
             distribution=distribution,
             connections=connections, max_connections=max_connections,
-            processes=processes or min(len(placed.driver_cpus), connections),
+            processes=processes,
             timeout_s=duration(timeout), seed=seed if seed is not None
             else secrets.randbits(32), absolute_form=absolute_form,
             cpus=placed.driver_affinity,

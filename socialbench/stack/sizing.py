@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench import registry
 from socialbench.registry import Store, StoreLayout
+from socialbench.workloads.driver.config import driver_size
 from socialbench.workloads.probes.ceilings import FERRETDB_WRITER_SHARE
 
 REFERENCE_FILE = "scaling_reference.json"
@@ -333,15 +334,24 @@ def size_stack(cpus: int, reference: Reference | None = None, mongodb: str = "fe
     top = max(project(chosen, reference, w, mongodb).max_rps for w in workloads)
     driver_ms = max(reference.workloads[w][chosen.store_layout.value].driver_ms
                     for w in workloads)
-    processes = max(1, math.ceil(top * driver_ms / 1000 / DRIVER_PROCESS_SHARE),
-                    math.ceil(top / reference.driver_process_rps))
-    connections = max(64, processes, math.ceil(2 * top * DRIVER_LATENCY_S))
+    split_cpus = math.ceil(cpus / 4)  # a split placement's driver CPUs on this machine
+    default_processes, default_connections = driver_size(split_cpus)
+    needed_processes = max(1, math.ceil(top * driver_ms / 1000 / DRIVER_PROCESS_SHARE),
+                           math.ceil(top / reference.driver_process_rps))
+    needed_connections = math.ceil(2 * top * DRIVER_LATENCY_S)
+    processes = max(default_processes, needed_processes)
+    connections = max(default_connections, needed_connections, processes)
+    enough = (default_processes >= needed_processes
+              and default_connections >= needed_connections)
     choices.append(Choice(
         "driver", f"-P {processes} -c {connections}",
-        f"at the projected {top:,.0f} req/s: {top * driver_ms / 1000:.1f} cores of driver "
-        f"CPU ({driver_ms * 1000:.0f} µs a request), each process under "
+        f"at the projected {top:,.0f} req/s it needs {top * driver_ms / 1000:.1f} cores "
+        f"({driver_ms * 1000:.0f} µs a request), {needed_processes} processes (each under "
         f"{DRIVER_PROCESS_SHARE:.0%} of a core and {reference.driver_process_rps:,.0f} "
-        f"req/s; twice the requests in flight at {DRIVER_LATENCY_S * 1000:.0f} ms"))
+        f"req/s, one process's ceiling here) and {needed_connections:,} connections (twice "
+        f"the requests in flight at {DRIVER_LATENCY_S * 1000:.0f} ms); a ramp's defaults on "
+        f"the {split_cpus} CPUs a split leaves it: -P {default_processes} -c "
+        f"{default_connections:,}, " + ("enough" if enough else "too few: give these")))
     return StackSize(**{**chosen.__dict__, "driver_processes": processes,
                         "driver_connections": connections, "choices": choices})
 

@@ -272,8 +272,10 @@ def test_a_free_service_offset_leaves_every_service_port_free() -> None:
 def test_a_services_workers_are_its_own_then_the_given_default_then_its_cpu_share() -> None:
     on_16 = list(range(16))
     config = StackConfig(cpus=on_16, workers={"text": 5})
+    home = registry.default_workers(registry.get("home-timeline"), 16)
+    assert home > 1
     assert (config.workers_of("text"), config.workers_of("home-timeline"),
-            config.workers_of("unique-id")) == (5, 4, 1)
+            config.workers_of("unique-id")) == (5, home, 1)
     assert config.cpu_count == 16 and config.workers_chosen == "cpu-count"
     given = StackConfig(cpus=on_16, workers={"text": 5}, default_workers=2)
     assert (given.workers_of("text"), given.workers_of("home-timeline")) == (5, 2)
@@ -294,7 +296,8 @@ def test_the_cpu_count_fixed_at_the_first_start_outlasts_a_restart_on_fewer_cpus
     restarted = replace(started, cpus=[0, 1, 2, 3]).with_worker_cpus()  # ramp --fresh, split
     assert restarted.worker_cpus == 16
     assert restarted.service_workers() == started.service_workers()
-    assert restarted.workers_of("home-timeline") == 4
+    assert restarted.workers_of("home-timeline") == registry.default_workers(
+        registry.get("home-timeline"), 16) > 1
     assert StackConfig.from_json(restarted.to_json()).service_workers() == (
         started.service_workers())
 
@@ -304,7 +307,8 @@ def test_the_plan_starts_each_service_with_its_worker_count(tmp_path: Path) -> N
     argv = {c.name: c.argv for c in launcher.plan(config) if c.kind == "service"}
     workers = {name: int(args[args.index("--workers") + 1]) for name, args in argv.items()}
     assert workers == config.service_workers()
-    assert (workers["text"], workers["home-timeline"]) == (3, 4)
+    assert (workers["text"], workers["home-timeline"]) == (
+        3, registry.default_workers(registry.get("home-timeline"), 16))
 
 
 def test_a_config_written_before_counts_came_from_the_cpus_still_loads(tmp_path: Path) -> None:

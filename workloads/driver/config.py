@@ -11,6 +11,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_CONNECTIONS = 64
+# Connections a driver process keeps by default, when the processes are many: enough for
+# the rates of a big machine's cores (docs/scaling.md, "The driver at a big machine's rates").
+CONNECTIONS_PER_PROCESS = 32
 DEFAULT_TIMEOUT_S = 10.0
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
 
@@ -48,6 +51,19 @@ def default_processes() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def driver_size(cpus: int, processes: int | None = None, connections: int | None = None
+                ) -> tuple[int, int]:
+    """The driver's processes and connections on ``cpus`` CPUs, each as given or by default:
+    a process per CPU, and connections for them all (:data:`DEFAULT_CONNECTIONS`, or
+    :data:`CONNECTIONS_PER_PROCESS` a process when that is more), so that neither stays
+    fixed while the machine grows. Given connections fewer than the CPUs, one process each."""
+    if processes is None:
+        processes = cpus if connections is None else min(cpus, connections)
+    if connections is None:
+        connections = max(DEFAULT_CONNECTIONS, CONNECTIONS_PER_PROCESS * processes)
+    return processes, connections
 
 
 class Target(BaseModel):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from socialbench.workloads.driver.hostload import StatSample, read_stat
 from socialbench.workloads.probes.ceilings import DeclaredUnits, split_declared
 from socialbench.workloads.probes.records import UnitRecord
 
@@ -153,6 +154,11 @@ class ResourceSampler:
         self._peak_rss: dict[str, int] = dict.fromkeys(components, 0)
         self._processes: dict[str, list[psutil.Process]] = {}
         self._start_units: dict[tuple[int, int], float] = {}
+        # The CPUs the processes may run on, and how busy those were over the measurement
+        # (anyone's work and steal, in cores): whether the stack's CPUs were full.
+        self.cpus: list[int] | None = None
+        self.cpus_busy_cores: float | None = None
+        self._start_stat: StatSample | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_memory, daemon=True)
         self.usage: list[ComponentUsage] = []
@@ -186,6 +192,8 @@ class ResourceSampler:
         self._start_cpu = {name: self._cpu_of(name) for name in self.components}
         self._start_units = {unit.key: unit.cpu_seconds for name in self.components
                              for unit in self._units_of(name)}
+        self.cpus = self._affinity()
+        self._start_stat = read_stat(self.cpus) if self.cpus else None
         for name in self.components:
             self._peak_rss[name] = self._rss_of(name)
         self._thread.start()
@@ -194,6 +202,7 @@ class ResourceSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.cpus_busy_cores = self._busy_cores()
         self._refresh()
         self.usage = [
             ComponentUsage(
@@ -207,6 +216,23 @@ class ResourceSampler:
             for name, (kind, _) in self.components.items()
         ]
         self.close()
+
+    def _affinity(self) -> list[int] | None:
+        """The CPUs the components' processes may run on, together (None: not known)."""
+        cpus: set[int] = set()
+        for _, pid in self.components.values():
+            try:
+                cpus.update(psutil.Process(pid).cpu_affinity() or [])
+            except (psutil.Error, AttributeError, ValueError):
+                continue
+        return sorted(cpus) or None
+
+    def _busy_cores(self) -> float | None:
+        end = read_stat(self.cpus) if self.cpus else None
+        if self._start_stat is None or end is None or not self.cpus:
+            return None
+        delta = end.cpus - self._start_stat.cpus
+        return (delta.busy + delta.steal) / delta.total * len(self.cpus) if delta.total else None
 
     def _unit_usage(self, name: str) -> tuple[UnitRecord, ...]:
         """Each unit's CPU over the measurement (a unit started meanwhile: all of its own)."""
@@ -283,6 +309,9 @@ class ReadingSampler(ResourceSampler):
 
     def _units_of(self, name: str) -> list[_Unit]:
         return []  # read whole: see _unit_usage
+
+    def _affinity(self) -> list[int] | None:
+        return None  # not this machine's processes
 
     def _unit_usage(self, name: str) -> tuple[UnitRecord, ...]:
         declared = self.declared.get(name)

@@ -278,6 +278,8 @@ class Usage:
 
     components: list[ComponentUsage] | None
     note: str = ""
+    cpus: list[int] | None = None  # the CPUs the target's processes could run on
+    cpus_busy_cores: float | None = None  # how busy those were (anyone's work and steal)
 
     @property
     def cpu_seconds(self) -> float | None:
@@ -664,7 +666,9 @@ class Ramp:
             result=result,
             verdict=judge_step(result, config),
             sla_values_ms=sla_values_ms(result, config.slas),
-            usage=Usage(sampler.usage if sampler else None, usage_note),
+            usage=Usage(sampler.usage if sampler else None, usage_note,
+                        cpus=sampler.cpus if sampler else None,
+                        cpus_busy_cores=sampler.cpus_busy_cores if sampler else None),
             energy=meter.reading,
             span_s=span_s,
             responses_in_span=sum(second.completed for second in result.timeline),

@@ -143,6 +143,11 @@ class ResourceRecord(Strict):
     components: list[ComponentRecord]
     stack_cpu_seconds: float | None
     cpu_ms_per_request: float | None = Field(description="Stack CPU / responses in the span.")
+    cpus: list[int] | None = Field(default=None, description="The CPUs the stack's processes "
+                                                            "could run on; None: not known.")
+    cpus_busy_cores: float | None = Field(
+        default=None, description="How busy those CPUs were over the span, in cores (anyone's "
+                                  "work, and steal).")
 
 
 class SettleRecord(Strict):

@@ -103,9 +103,11 @@ def step_bottleneck(step: StepRun, stack: StackRecord | None, cpus: int) -> Bott
     # Only a measure over every CPU (the driver's, when it shares them with the stack).
     host_cores = ((host.busy_share + host.steal_share) * len(host.cpus)
                   if host is not None and len(host.cpus) >= cpus else None)
-    if stack is not None and stack.cpus and len(stack.cpus) < cpus:
-        # The stack on CPUs of its own (up --cpus): whether it filled them, by itself.
-        cpus, driver_cores, host_cores = len(stack.cpus), 0.0, None
+    stack_cpus = step.usage.cpus
+    if stack_cpus and len(stack_cpus) < cpus:
+        # The stack on CPUs of its own (up --cpus, a split placement): whether those were
+        # full, whoever filled them.
+        cpus, driver_cores, host_cores = len(stack_cpus), 0.0, step.usage.cpus_busy_cores
     verdict = find_bottleneck(loads, cpus, driver_cores, host_cores)
     return BottleneckRecord(limit=verdict.limit, text=verdict.text,
                             component=verdict.component, suggestion=verdict.suggestion,
@@ -177,6 +179,7 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
             stack_cpu_seconds=stack_cpu,
             cpu_ms_per_request=stack_cpu * 1000 / responses
             if stack_cpu is not None and responses else None,
+            cpus=usage.cpus, cpus_busy_cores=usage.cpus_busy_cores,
         ),
         bottleneck=step_bottleneck(step, stack, cpus)
         if cpus and usage.components is not None else None,

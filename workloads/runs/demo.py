@@ -24,7 +24,7 @@ from socialbench.stack.local import LocalStack
 from socialbench.stack.servers import mongodb_flavour
 from socialbench.workloads.definitions.socialnetwork import DEFAULT_USERS
 from socialbench.workloads.driver import LoadConfig
-from socialbench.workloads.driver.config import parse_duration
+from socialbench.workloads.driver.config import driver_size, parse_duration
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.driver.placement import Placement, PlacementMode, plan_placement
 from socialbench.workloads.ramp.engine import RampConfig, Sla
@@ -101,11 +101,12 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         stage(2, f"seeding the {GRAPH} graph ({USERS} users, up to {posts_per_user} posts each)")
         graph = seed_graph(config.url, GRAPH, posts_per_user, seed_value=1)
         stage(3, f"quick SLA ramp of the {WORKLOAD} workload")
+        processes, connections = driver_size(len(placed.driver_cpus))
         load = LoadConfig(
             url=config.url, workload=WORKLOAD, users=USERS, rate=start_rate,
             duration_s=parse_duration(QUICK["step_duration"]),
             warmup_s=parse_duration(QUICK["warmup"]),
-            processes=min(len(placed.driver_cpus), 2), seed=secrets.randbits(32),
+            processes=processes, connections=connections, seed=secrets.randbits(32),
             cpus=placed.driver_affinity,
         )
         ramp_config = RampConfig(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import time
 from pathlib import Path
 
 from socialbench.stack.servers import ServerProcess, free_port, memcached_command, redis_command
+from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.probes.resources import ResourceSampler
 
 BUSY_PARENT_AND_CHILD = """
@@ -104,3 +106,18 @@ def test_a_python_process_is_one_unit_of_one_core() -> None:
     assert (parent.role, parent.capacity_cores, child.role) == ("process", 1.0, "process")
     assert parent.cpu_seconds > child.cpu_seconds  # the parent spins, the child sleeps
     assert parent.cpu_seconds + child.cpu_seconds <= usage.cpu_seconds + 0.02
+
+
+def test_the_cpus_the_processes_may_use_and_how_busy_they_were() -> None:
+    cpu = usable_cpus()[0]
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_PARENT_AND_CHILD])
+    try:
+        os.sched_setaffinity(busy.pid, [cpu])
+        time.sleep(0.3)
+        with ResourceSampler({"busy": ("service", busy.pid)}, interval_s=0.2) as sampler:
+            time.sleep(1.0)
+    finally:
+        busy.kill()
+    assert sampler.cpus == [cpu]
+    # Its one CPU: busy with the spinning process at least (and whatever else ran there).
+    assert sampler.cpus_busy_cores is not None and 0.3 < sampler.cpus_busy_cores <= 1.0
