@@ -137,9 +137,11 @@ def plot_seed_figures(path: Path, labels: Sequence[str], figures: Sequence[Figur
                         label=label, edgecolor="black", linewidth=0.5)
         for bar, hatch in zip(bars, hatches, strict=True):
             bar.set_hatch(hatch)
-        if any(low or high for low, high in errors):
-            axis.errorbar(xs, heights, yerr=list(zip(*errors, strict=True)), fmt="none",
-                          ecolor="black", capsize=3, linewidth=1)
+        banded = [(x, h, e) for x, h, e in zip(xs, heights, errors, strict=True) if any(e)]
+        if banded:
+            axis.errorbar([b[0] for b in banded], [b[1] for b in banded],
+                          yerr=[[b[2][0] for b in banded], [b[2][1] for b in banded]],
+                          fmt="none", ecolor="black", capsize=3, linewidth=1)
         for x, height in zip(xs, heights, strict=True):
             axis.text(x, height, f"{height:.2f}", ha="center", va="bottom", fontsize=7)
     axis.axhline(1.0, color="grey", linestyle="--", linewidth=1)
