@@ -419,6 +419,8 @@ def _estimate_plan(options: EnergyOptions, system: System, table: dict[str, Coef
         return unavailable(f"no estimate either: the CPU is not identified ({identity.name}); "
                            "give --cpu-family KEY (socialbench keys: docs/energy.md) or "
                            "--power-cmd")
+    if family not in table:
+        return unavailable(f"no estimate either: {family} is not in the coefficients table")
     row = table[family]
     if row.kind is Kind.UNKNOWN:
         return unavailable(f"no estimate either: {row.name} has no coefficients "
