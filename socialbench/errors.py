@@ -18,6 +18,9 @@
      │    ├── StoppedBeforeWindow   the load stopped before its measured window
      │    ├── CalibrationError      the host's calibration could not run
      │    ├── CacheLoadError        the cache generator could not run
+     │    ├── EnergyError           the energy meter asked for is not there, or --cpu-family
+     │    │                         or --power-coefficients cannot be used (a ValueError)
+     │    ├── CoefficientsError     a coefficients file that cannot be read (a ValueError)
      │    ├── ContainerError        no Docker engine, or no running container
      │    ├── PodError              the Kubernetes API failed
      │    ├── BundleError           not a readable bundle (a ValueError)

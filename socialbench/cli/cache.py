@@ -9,12 +9,21 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from socialbench.cli.options import preset_values, run
+from socialbench.cli.options import (
+    CpuFamily,
+    PowerCmd,
+    PowerCoefficients,
+    PowerMeter,
+    energy_options,
+    preset_values,
+    run,
+)
 from socialbench.workloads.cache import CacheConfig, CacheProtocol
 from socialbench.workloads.cache.config import parse_key_pattern, parse_protocol, parse_ratio
 from socialbench.workloads.cache.plan import plan_runs, plan_scale
 from socialbench.workloads.cache.scale import DEFAULT_FRACTIONS, ScaleConfig
 from socialbench.workloads.cache.servers import ServerKind
+from socialbench.workloads.probes.energy import MeterChoice
 from socialbench.workloads.runs.cache_run import (
     CacheRunOptions,
     CacheScaleOptions,
@@ -44,9 +53,6 @@ Cpus = Annotated[str | None, typer.Option(
     help="Pin generator processes to these CPUs, e.g. 0 or 0,2 (round robin).")]
 PROTOCOL_HELP = ("memcache_text, memcache_meta, memcache_binary or redis (memtier's -P "
                  "names), or text, meta, binary")
-PowerCmd = Annotated[str | None, typer.Option(
-    help="A command printing the machine's watts (when there is no RAPL); energy per "
-         "operation is measured over each measured window.")]
 
 
 def _cpus(text: str | None) -> list[int] | None:
@@ -120,6 +126,9 @@ def run_command(
     seed: Annotated[int | None, typer.Option(help="Seed of keys and schedule.")] = None,
     cpus: Cpus = None,
     power_cmd: PowerCmd = None,
+    power_meter: PowerMeter = MeterChoice.AUTO,
+    power_coefficients: PowerCoefficients = None,
+    cpu_family: CpuFamily = None,
     results_dir: ResultsDir = Path("results"),
     label: Label = None,
     bundle: Annotated[bool, typer.Option(help="Write a results bundle and report.")] = True,
@@ -159,7 +168,8 @@ def run_command(
     options = CacheRunOptions(
         configs=tuple(configs), runs=runs,
         label=(label or f"{protocol.value}-{port}") if bundle else None,
-        results_dir=results_dir, power_cmd=power_cmd, json_out=json_out, preset=followed)
+        results_dir=results_dir, json_out=json_out, preset=followed,
+        energy=energy_options(power_cmd, power_meter, power_coefficients, cpu_family))
     run(lambda: run_cache_runs(options, typer.echo))
 
 
@@ -196,6 +206,9 @@ def scale_command(
     cpus: Cpus = None,
     seed: Annotated[int, typer.Option(help="Seed of keys and schedule.")] = 1,
     power_cmd: PowerCmd = None,
+    power_meter: PowerMeter = MeterChoice.AUTO,
+    power_coefficients: PowerCoefficients = None,
+    cpu_family: CpuFamily = None,
     results_dir: ResultsDir = Path("results"),
     label: Label = None,
     runs: Runs = 1,
@@ -232,7 +245,8 @@ def scale_command(
         return
     options = CacheScaleOptions(
         config=config, kind=kind, label=label or f"scale-{kind.value}-p{pipeline}", runs=runs,
-        results_dir=results_dir, power_cmd=power_cmd, preset=followed)
+        results_dir=results_dir, preset=followed,
+        energy=energy_options(power_cmd, power_meter, power_coefficients, cpu_family))
     run(lambda: run_cache_scale(options, typer.echo))
 
 

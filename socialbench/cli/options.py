@@ -22,12 +22,35 @@ from socialbench.workloads.driver.placement import (
     parse_cpus,
     plan_placement,
 )
+from socialbench.workloads.probes.energy import EnergyOptions, MeterChoice
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", envvar="SOCIALBENCH_DATA_DIR",
                        help="The local stack's directory: state, logs and store data.")
 ]
 DEFAULT_DATA_DIR = Path(".socialbench")
+
+# How energy is measured (socialbench.workloads.probes.energy; docs/energy.md): the same four
+# options on ramp, cache run and cache scale.
+PowerCmd = Annotated[str | None, typer.Option(
+    help="A command printing the machine's watts, sampled each second: overrides every "
+         "meter.")]
+PowerMeter = Annotated[MeterChoice, typer.Option(
+    help="auto: RAPL, else a known hwmon meter, else IPMI DCMI, else the estimate; or one "
+         "of them only (an error when it is not there).")]
+PowerCoefficients = Annotated[Path | None, typer.Option(
+    exists=True, dir_okay=False, metavar="FILE",
+    help="Your own coefficients for the estimate (CSV with the table's columns, "
+         "docs/energy.md): replaces the table's rows of the same key, adds new ones.")]
+CpuFamily = Annotated[str | None, typer.Option(
+    metavar="KEY", help="Say which CPU this is (a key of the coefficients table, e.g. "
+    "altra-max), where Linux does not tell it.")]
+
+
+def energy_options(power_cmd: str | None, power_meter: MeterChoice,
+                   power_coefficients: Path | None, cpu_family: str | None) -> EnergyOptions:
+    return EnergyOptions(power_cmd=power_cmd, meter=power_meter,
+                         coefficients=power_coefficients, cpu_family=cpu_family)
 
 
 def run(command: Callable[[], int], console: Console | None = None,

@@ -13,10 +13,15 @@ from rich.console import Console
 from socialbench.cli.interrupts import signals_as_interrupt
 from socialbench.cli.options import (
     DEFAULT_DATA_DIR,
+    CpuFamily,
     CpuPlacement,
     DataDir,
     DriverCpus,
+    PowerCmd,
+    PowerCoefficients,
+    PowerMeter,
     duration,
+    energy_options,
     load_default,
     model_default,
     percent,
@@ -32,6 +37,7 @@ from socialbench.stack.local import LocalStack
 from socialbench.workloads.driver import Distribution, LoadConfig
 from socialbench.workloads.driver.config import driver_size
 from socialbench.workloads.driver.placement import PlacementMode
+from socialbench.workloads.probes.energy import MeterChoice
 from socialbench.workloads.ramp.engine import DEFAULT_SLA, RampConfig, Sla
 from socialbench.workloads.ramp.plan import plan_ramp
 from socialbench.workloads.runs.local import found_dataset
@@ -143,8 +149,10 @@ def ramp(
         "--fresh: the stack emptied and --graph seeded (bulk, --posts-per-user only if "
         "given) once, first.")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    power_cmd: Annotated[str | None, typer.Option(
-        help="A command printing the machine's watts (when there is no RAPL).")] = None,
+    power_cmd: PowerCmd = None,
+    power_meter: PowerMeter = MeterChoice.AUTO,
+    power_coefficients: PowerCoefficients = None,
+    cpu_family: CpuFamily = None,
     label: Annotated[str | None, typer.Option(help="Names the bundle (default: workload).")]
     = None,
     results_dir: Annotated[Path, typer.Option(help="Where bundles go.")] = Path("results"),
@@ -291,7 +299,8 @@ def ramp(
         and ppu_source.name != "DEFAULT" else 0,
         trace_ratio=trace_ratio, containers=containers, container_kinds=kinds,
         pods=pods, namespace=namespace,
-        power_cmd=power_cmd, quiet=quiet, preset=followed)
+        energy=energy_options(power_cmd, power_meter, power_coefficients, cpu_family),
+        quiet=quiet, preset=followed)
     run(lambda: run_ramp(options, console, signals_as_interrupt), console)
 
 

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 from socialbench.workloads.driver import Distribution, LoadConfig, LoadResult
+from socialbench.workloads.probes.energy import EnergyOptions
 from socialbench.workloads.probes.resources import ResourceSampler
 from socialbench.workloads.ramp import engine
 from socialbench.workloads.ramp.engine import RampConfig, Sla
@@ -106,7 +107,7 @@ def refined_ramp(
         sampler=sampler, resources_source="psutil: the capacity server's process",
         dataset=Dataset(fresh=False, users=962, note="a test server without data"),
         mongodb_server="mongod",
-        power_cmd="echo 42",  # a constant 42 W: energy per request is known
+        energy=EnergyOptions(power_cmd="echo 42"),  # a constant 42 W: energy per request known
     )
     return execute(job, Console(file=io.StringIO(), width=200))
 

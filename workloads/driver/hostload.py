@@ -55,12 +55,13 @@ def usable_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def read_stat(cpus: Iterable[int]) -> StatSample | None:
-    """The times of ``cpus`` and ``procs_running`` now; None where /proc/stat is missing."""
-    wanted = {f"cpu{cpu}" for cpu in cpus}
+def read_stat(cpus: Iterable[int] | None, path: str = PROC_STAT) -> StatSample | None:
+    """The times of ``cpus`` (None: every CPU, the machine's total line) and
+    ``procs_running`` now; None where /proc/stat is missing."""
+    wanted = {"cpu"} if cpus is None else {f"cpu{cpu}" for cpu in cpus}
     busy = idle = steal = running = 0
     try:
-        with open(PROC_STAT) as stat:
+        with open(path) as stat:
             lines = stat.readlines()
     except OSError:
         return None

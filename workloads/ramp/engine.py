@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from socialbench.workloads.driver import DriverError, LoadConfig, LoadResult, SecondStats, run_load
 from socialbench.workloads.driver.verdict import MATERIAL_LAG_SHARE, Contention, lag_is_material
-from socialbench.workloads.probes.energy import EnergyMeter, EnergyReading
+from socialbench.workloads.probes.energy import EnergyReading, IntervalMeter, Unavailable
 from socialbench.workloads.probes.resources import ComponentUsage, ResourceSampler, SamplerFactory
 from socialbench.workloads.ramp.calibration import (
     Calibration,
@@ -474,7 +474,7 @@ class Ramp:
         config: RampConfig,
         *,
         sampler: SamplerFactory = no_sampler,
-        power_cmd: str | None = None,
+        meter: Callable[[], IntervalMeter] | None = None,
         reset: ResetHook | None = None,
         observers: Sequence[RampObserver] = (),
         calibrator: Callable[[], Calibration] = calibrate,
@@ -486,7 +486,8 @@ class Ramp:
             )
         self.config = config
         self.sampler = sampler
-        self.power_cmd = power_cmd
+        # A fresh meter per step (probes.energy's plan); None: energy not measured.
+        self.meter = meter or (lambda: Unavailable("no energy meter given to the ramp"))
         self.reset = reset
         self.observers = list(observers)
         self.calibrator = calibrator
@@ -644,7 +645,7 @@ class Ramp:
         for observer in self.observers:
             observer.step_started(plan)
         sampler, usage_note = self.sampler()
-        meter = EnergyMeter(power_cmd=self.power_cmd)
+        meter = self.meter()
         started = time.perf_counter()
         try:
             with contextlib.ExitStack() as stack:

@@ -4,9 +4,11 @@ Bundles of ``cache run`` are compared at the pipeline depths every one ran and b
 peak (the depth with the most ops/s); bundles of ``cache scale`` at the instance counts
 every one reached and by their answer (the best aggregate ops/s with the SLA held). For
 each: ops/s, sets/s and gets/s, p99 of gets, sets and all operations, ops/s per
-generator core (operations per generator CPU second) and energy per operation, with the
-ratio of each to the first bundle (the baseline), as the seed documents compare x86
-with Arm. Printed as tables, rendered as ``compare.html`` + PNG + JSON.
+generator core (operations per generator CPU second), energy per operation and ops/s per
+watt, with the ratio of each to the first bundle (the baseline), as the seed documents
+compare x86 with Arm; an estimated energy is marked so, with the warnings its ratio needs
+(:mod:`.energy_compare`). Printed as tables, rendered as ``compare.html`` + PNGs (the
+seeds' three figures as bars normalised to the baseline) + JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from rich.console import Console
 from rich.table import Table
 
 from socialbench.workloads.cache.energy import OpsEnergy
+from socialbench.workloads.reports.energy_compare import (
+    EnergySide,
+    Figure,
+    energy_warnings,
+    plot_seed_figures,
+    ratio_band,
+)
 from socialbench.workloads.reports.formatting import (
     format_count,
     format_energy,
@@ -46,6 +55,8 @@ from socialbench.workloads.results.cache_runs import CacheManifest, RunRecord, r
 RUN_KIND = "cache-run"
 SCALE_KIND = "cache-scale"
 COMPARE_PLOT = "ops-vs-pipeline.png"
+FIGURES_PLOT = "seed-figures.png"
+ESTIMATED = " (estimated)"
 SCALE_COMPARE_PLOT = "aggregate-vs-instances.png"
 P99_OPS = ("get", "set", "all")
 
@@ -88,6 +99,11 @@ class CaseNumbers:
             "gets_per_s": self.gets_per_s, "p99_ms": self.p99_ms,
             "ops_per_generator_core": self.ops_per_generator_core,
             "energy": self.energy.note if self.energy else "not measured",
+            "energy_estimated": self.energy.estimated if self.energy else False,
+            "energy_label": self.energy.label if self.energy else "",
+            "ops_per_s_per_watt_band": [self.energy.ops_per_s_per_watt_low,
+                                        self.energy.ops_per_s_per_watt_high]
+            if self.energy and self.energy.estimated else None,
             "joules_per_op": self.joules_per_op, "ops_per_s_per_watt": self.ops_per_s_per_watt,
             "held": self.held,
         }
@@ -261,10 +277,21 @@ class CacheComparison:
                    format_ratio(self.headline_ratio(run, "ops_per_s"))]
             for key in HEADLINE_METRICS[1:]:
                 metric = _BY_KEY[key]
-                row += [metric.text(metric.value(headline)) if headline else "—",
+                row += [self._cell(metric, headline),
                         format_ratio(self.headline_ratio(run, key))]
             rows.append(row)
         return rows
+
+    @staticmethod
+    def _cell(metric: Metric, numbers: CaseNumbers | None) -> str:
+        """A metric's value as shown; an estimated energy says so."""
+        if numbers is None:
+            return "—"
+        text = metric.text(metric.value(numbers))
+        estimated = numbers.energy is not None and numbers.energy.estimated
+        if estimated and metric.key in ("joules_per_op", "ops_per_s_per_watt"):
+            text += ESTIMATED
+        return text
 
     def case_columns(self) -> list[str]:
         columns = [self.case_title, "run", "sets/s + gets/s"]
@@ -285,7 +312,7 @@ class CacheComparison:
                     row.append("yes" if numbers.held else "no")
                 for key in CASE_METRICS:
                     metric = _BY_KEY[key]
-                    row += [metric.text(metric.value(numbers)),
+                    row += [self._cell(metric, numbers),
                             "" if run is self.baseline
                             else format_ratio(self.case_ratio(run, key, case))]
                 rows.append(row)
@@ -294,12 +321,45 @@ class CacheComparison:
     def energy_notes(self) -> list[str]:
         return [f"{run.label}: energy {run.manifest.energy_source}" for run in self.runs]
 
+    def energy_side(self, run: CacheNumbers) -> EnergySide:
+        energy = run.headline.energy if run.headline else None
+        return EnergySide(
+            run=run.label, value=energy.ops_per_s_per_watt if energy else None,
+            low=energy.ops_per_s_per_watt_low if energy else None,
+            high=energy.ops_per_s_per_watt_high if energy else None,
+            estimated=energy.estimated if energy else False,
+            label=energy.label if energy else "", meter=run.manifest.energy_meter,
+            utilisation=energy.utilisation if energy else None)
+
+    def energy_warnings(self) -> list[str]:
+        """What each ops/s-per-watt ratio rests on, when not two measurements alike."""
+        base = self.energy_side(self.baseline)
+        return [line for run in self.runs[1:]
+                for line in energy_warnings(self.energy_side(run), base)]
+
+    def seed_figures(self) -> list[Figure]:
+        """ops/s at the headline, its p99, and ops/s per watt: each bundle / the baseline."""
+        base = self.energy_side(self.baseline)
+        sides = [self.energy_side(run) for run in self.runs]
+        return [
+            Figure("ops/s " + ("at the SLA" if self.scale else "at the peak"),
+                   [self.headline_ratio(r, "ops_per_s") for r in self.runs]),
+            Figure("p99 there (lower is better)",
+                   [self.headline_ratio(r, "all_p99_ms") for r in self.runs]),
+            Figure("ops/s per watt", [self.headline_ratio(r, "ops_per_s_per_watt")
+                                      for r in self.runs],
+                   [ratio_band(side, base) if side.estimated or base.estimated else None
+                    for side in sides],
+                   [side.estimated for side in sides]),
+        ]
+
     def to_json(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "baseline": self.baseline.label,
             "case": self.case_title,
             "common_cases": self.common_cases,
+            "energy_warnings": self.energy_warnings(),
             "runs": [
                 {
                     "label": run.label,
@@ -351,6 +411,8 @@ class CacheComparison:
             console.print(f"No {self.case_title} value is common to every bundle.")
         for note in self.energy_notes() + self.preset_notes():
             console.print(note)
+        for line in self.energy_warnings():
+            console.print(f"[yellow]{line}[/]", soft_wrap=True)
         for run in self.runs[1:]:
             console.print(self.sentence(run))
 
@@ -388,6 +450,11 @@ class CacheComparison:
         directory.mkdir(parents=True, exist_ok=True)
         plot = SCALE_COMPARE_PLOT if self.scale else COMPARE_PLOT
         self.plot(directory / plot)
+        warnings = self.energy_warnings()
+        plot_seed_figures(directory / FIGURES_PLOT, [r.label for r in self.runs],
+                          self.seed_figures(), self.baseline.label,
+                          "hatched: an estimate (its band as the error bar)"
+                          if any(self.energy_side(r).estimated for r in self.runs) else "")
         (directory / COMPARE_JSON).write_text(json.dumps(self.to_json(), indent=2))
         sentences = "".join(f"<li>{html.escape(self.sentence(r))}</li>" for r in self.runs[1:])
         notes = "".join(f"<li>{html.escape(n)}</li>"
@@ -401,6 +468,9 @@ ratios are run / baseline. {datetime.now(UTC):%Y-%m-%d %H:%M UTC}</p>
 <ul>{sentences}</ul>
 <h2>{answer}</h2>
 {html_table(self.headline_columns(), self.headline_rows())}
+<h2>The seeds' three figures</h2>
+<ul id="energy-warnings">{"".join(f"<li>{html.escape(w)}</li>" for w in warnings)}</ul>
+{html_figure(directory, FIGURES_PLOT, "ops/s, p99 and ops/s per watt, run / baseline")}
 <h2>At the {self.case_title} every bundle has</h2>
 {cases}
 {html_figure(directory, plot, "ops/s of every bundle")}

@@ -17,6 +17,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter
 
 from socialbench.workloads.cache.energy import OpsEnergy, format_joules
 from socialbench.workloads.cache.scale import ScaleOutcome
+from socialbench.workloads.reports.formatting import meter_lines
 from socialbench.workloads.reports.plotting import SPECTRUM_NINES, Plot, percentile_axes, save
 from socialbench.workloads.results.cache_runs import RunRecord, read_records
 from socialbench.workloads.results.files import read_histogram_log
@@ -106,11 +107,15 @@ def plot_scale(outcome: ScaleOutcome, path: Path, title: str) -> None:
 
 
 def energy_cells(energy: OpsEnergy | None) -> tuple[str, str]:
-    """Energy per operation and ops/s per watt as the report shows them."""
+    """Energy per operation and ops/s per watt as the report shows them (an estimate says
+    so, with its band)."""
     if energy is None:
         return "—", "—"
     if energy.joules_per_op is None or energy.ops_per_s_per_watt is None:
         return "unavailable", "unavailable"
+    if energy.estimated:
+        return (f"{format_joules(energy.joules_per_op)} (estimated)",
+                f"{energy.ops_per_s_per_watt:,.0f} (estimated, {energy.band_text()})")
     return format_joules(energy.joules_per_op), f"{energy.ops_per_s_per_watt:,.0f}"
 
 
@@ -147,6 +152,7 @@ def build_cache_report(directory: Path) -> Path:
     html = environment.get_template(_TEMPLATE.name).render(
         manifest=manifest, records=records, outcome=outcome, plots=plots,
         energy_cells=energy_cells,
+        meter_lines=meter_lines(manifest.energy_meter),
         config_json=json.dumps(manifest.config, indent=2, default=str),
         command_line=" ".join(manifest.command_line),
     )

@@ -1,9 +1,11 @@
 """Runs side by side: ``socialbench compare DIR...`` (the first bundle is the baseline).
 
 The comparison the seed documents make between platforms: max rate at the SLA and its
-ratio, p99 there, p99 at the offered rates every run measured, and energy and CPU per
-request, each bundle by its best repeat; printed, and rendered as ``compare.html`` + PNG
-+ JSON. Above the tables, every setting that differs and changes the number
+ratio, p99 there, p99 at the offered rates every run measured, perf per watt and CPU per
+request, each bundle by its best repeat; printed, and rendered as ``compare.html`` + PNGs
+(the seeds' three figures as bars normalised to the baseline, :mod:`.energy_compare`) +
+JSON. A perf-per-watt ratio with an estimate on either side says so. Above the tables,
+every setting that differs and changes the number
 (:mod:`.differences`; different SLAs or workloads are refused unless forced), and beside
 the ratio of max rates the ratio of the hosts' speeds. Each bundle's kind is read from its
 manifest: ramp bundles are compared here, cache bundles by :mod:`.cache_compare`, and
@@ -36,9 +38,16 @@ from socialbench.workloads.reports.differences import (
     host_speed_ratio,
     refusals,
 )
+from socialbench.workloads.reports.energy_compare import (
+    EnergySide,
+    Figure,
+    energy_warnings,
+    plot_seed_figures,
+    ratio_band,
+)
 from socialbench.workloads.reports.formatting import (
-    format_energy,
     format_latency,
+    format_per_watt_band,
     format_rate,
     format_ratio,
     machine_name,
@@ -57,6 +66,7 @@ from socialbench.workloads.results.files import BundleError, read_bundle
 from socialbench.workloads.results.schema import MANIFEST, Bundle
 
 COMPARE_PLOT = "p99-vs-rate.png"
+FIGURES_PLOT = "seed-figures.png"
 RATE_DIGITS = 3  # offered rates equal to this many decimals are the same rate
 RAMP = "ramp"  # the kind of a bundle whose manifest names none (cache bundles name theirs)
 
@@ -84,6 +94,7 @@ class RunNumbers:
     joules_per_request: float | None
     cpu_ms_per_request: float | None
     p99_by_rate: dict[float, float] = field(default_factory=dict)
+    energy: EnergySide | None = None  # perf per watt at the answer
 
     @property
     def label(self) -> str:
@@ -99,13 +110,21 @@ class RunNumbers:
         p99_by_rate: dict[float, float] = {}
         for step in bundle.steps_of(bundle.reference_repeat):  # later runs at a rate win
             p99_by_rate[round(step.offered_rps, RATE_DIGITS)] = step.latency_ms["99"]
+        answer = next((s for s in bundle.steps if best and s.name == best.step), None)
+        energy = EnergySide(
+            run=bundle.label, value=best.requests_per_joule if best else None,
+            low=best.requests_per_joule_low if best else None,
+            high=best.requests_per_joule_high if best else None,
+            estimated=best.energy_estimated if best else False,
+            label=best.energy_label if best else "", meter=bundle.manifest.energy_meter,
+            utilisation=answer.energy.utilisation if answer else None)
         return cls(
             bundle=bundle,
             max_rate_rps=best.max_rate_rps if best else None,
             p99_ms=best.p99_ms if best else None,
             joules_per_request=best.joules_per_request if best else None,
             cpu_ms_per_request=best.cpu_ms_per_request if best else None,
-            p99_by_rate=p99_by_rate,
+            p99_by_rate=p99_by_rate, energy=energy,
         )
 
 
@@ -135,6 +154,33 @@ class Comparison:
     def energy_ratio(self, run: RunNumbers) -> float | None:
         return ratio(run.joules_per_request, self.baseline.joules_per_request)
 
+    def per_watt_ratio(self, run: RunNumbers) -> float | None:
+        """Perf per watt (req/s per W at the answer), run / baseline."""
+        return ratio(run.energy.value if run.energy else None,
+                     self.baseline.energy.value if self.baseline.energy else None)
+
+    def per_watt_band(self, run: RunNumbers) -> tuple[float, float] | None:
+        """Where the perf-per-watt ratio can lie given the estimates' bands (None: both
+        measured, or a side without a value)."""
+        if run.energy is None or self.baseline.energy is None or not (
+                run.energy.estimated or self.baseline.energy.estimated):
+            return None
+        return ratio_band(run.energy, self.baseline.energy)
+
+    def energy_warnings(self) -> list[str]:
+        """What each perf-per-watt ratio rests on, when not two measurements alike."""
+        base = self.baseline.energy
+        return [line for run in self.runs[1:] if run.energy is not None and base is not None
+                for line in energy_warnings(run.energy, base)]
+
+    def per_watt_text(self, run: RunNumbers) -> str:
+        """``1.40x (+40%)``, an estimate's ``1.40x (+40%), estimated: 1.1x-1.8x``."""
+        text = format_ratio(self.per_watt_ratio(run))
+        band = self.per_watt_band(run)
+        if band is not None and run is not self.baseline:
+            text += f", estimated: {band[0]:.2f}x-{band[1]:.2f}x"
+        return text
+
     def host_ratio(self, run: RunNumbers) -> float | None:
         """The run's host speed over the baseline's, from their first calibrations."""
         return host_speed_ratio(run.bundle, self.baseline.bundle)
@@ -163,10 +209,13 @@ class Comparison:
         p99 = self.p99_ratio(run)
         if p99 is not None:
             parts.append(f"p99 there {abs(p99 - 1):.0%} {'higher' if p99 >= 1 else 'lower'}")
-        energy = self.energy_ratio(run)
-        if energy is not None:
-            parts.append(f"energy per request {abs(energy - 1):.0%} "
-                         f"{'higher' if energy >= 1 else 'lower'}")
+        per_watt = self.per_watt_ratio(run)
+        if per_watt is not None:
+            estimated = run.energy is not None and self.baseline.energy is not None and (
+                run.energy.estimated or self.baseline.energy.estimated)
+            parts.append(f"perf per watt {abs(per_watt - 1):.0%} "
+                         f"{'higher' if per_watt >= 1 else 'lower'}"
+                         + (" (an estimate: see the warnings)" if estimated else ""))
         host = self.host_ratio(run)
         if host is not None and parts:
             parts.append(f"host speed {format_ratio(host)}")
@@ -180,6 +229,7 @@ class Comparison:
                 {"name": d.name, "values": list(d.values), "refuses": d.refuses, "why": d.why}
                 for d in self.differences
             ],
+            "energy_warnings": self.energy_warnings(),
             "runs": [
                 {
                     "label": run.label,
@@ -192,6 +242,15 @@ class Comparison:
                     "p99_ratio": self.p99_ratio(run),
                     "joules_per_request": run.joules_per_request,
                     "energy_ratio": self.energy_ratio(run),
+                    "requests_per_joule": run.energy.value if run.energy else None,
+                    "requests_per_joule_band": [run.energy.low, run.energy.high]
+                    if run.energy and run.energy.estimated else None,
+                    "energy_estimated": run.energy.estimated if run.energy else False,
+                    "energy_label": run.energy.label if run.energy else "",
+                    "energy_meter": run.energy.meter.kind
+                    if run.energy and run.energy.meter else None,
+                    "per_watt_ratio": self.per_watt_ratio(run),
+                    "per_watt_ratio_band": self.per_watt_band(run),
                     "cpu_ms_per_request": run.cpu_ms_per_request,
                     "host_speed_ratio": self.host_ratio(run),
                     "host_part_ratios": self.host_part_ratios(run),
@@ -250,7 +309,9 @@ def headline_rows(comparison: Comparison) -> list[list[str]]:
             run.label, run.machine, sla_text(run.bundle.manifest.config.slas),
             format_rate(run.max_rate_rps), format_ratio(comparison.rate_ratio(run)),
             format_latency(run.p99_ms), format_ratio(comparison.p99_ratio(run)),
-            format_energy(run.joules_per_request), format_ratio(comparison.energy_ratio(run)),
+            format_per_watt_band(run.energy.value, run.energy.low, run.energy.high,
+                                 run.energy.estimated) if run.energy else "unavailable",
+            comparison.per_watt_text(run),
             "—" if run.cpu_ms_per_request is None else f"{run.cpu_ms_per_request:.3g}",
             host_speed_text(comparison, run),
         ]
@@ -268,7 +329,7 @@ def host_speed_text(comparison: Comparison, run: RunNumbers) -> str:
 
 
 HEADLINE_COLUMNS = ["run", "machine", "SLA", "max req/s at SLA", "ratio", "p99 there", "ratio",
-                    "energy / request", "ratio", "CPU ms / request", "host speed ratio"]
+                    "req/s per W there", "ratio", "CPU ms / request", "host speed ratio"]
 
 
 def common_rate_rows(comparison: Comparison) -> list[list[str]]:
@@ -318,8 +379,22 @@ def print_comparison(comparison: Comparison | CacheComparison, console: Console)
     else:
         console.print("No offered rate is common to every run (compare with the same "
                       "--start-rate and --step).")
+    for line in comparison.energy_warnings():
+        console.print(f"[yellow]{line}[/]", soft_wrap=True)
     for run in comparison.runs[1:]:
         console.print(comparison.sentence(run))
+
+
+def seed_figures(comparison: Comparison) -> list[Figure]:
+    """Throughput at the SLA, p99 there, and perf per watt: each bundle / the baseline."""
+    runs = comparison.runs
+    return [
+        Figure("throughput at the SLA", [comparison.rate_ratio(r) for r in runs]),
+        Figure("p99 there (lower is better)", [comparison.p99_ratio(r) for r in runs]),
+        Figure("perf per watt", [comparison.per_watt_ratio(r) for r in runs],
+               [comparison.per_watt_band(r) for r in runs],
+               [bool(r.energy and r.energy.estimated) for r in runs]),
+    ]
 
 
 def plot_p99(comparison: Comparison, path: Path) -> None:
@@ -354,6 +429,11 @@ def render_comparison(comparison: Comparison | CacheComparison, directory: Path)
         return comparison.render(directory)
     directory.mkdir(parents=True, exist_ok=True)
     plot_p99(comparison, directory / COMPARE_PLOT)
+    warnings = comparison.energy_warnings()
+    plot_seed_figures(directory / FIGURES_PLOT, [r.label for r in comparison.runs],
+                      seed_figures(comparison), comparison.baseline.label,
+                      "hatched: an estimate (its band as the error bar)" if any(
+                          r.energy and r.energy.estimated for r in comparison.runs) else "")
     (directory / COMPARE_JSON).write_text(json.dumps(comparison.to_json(), indent=2))
     sentences = "".join(f"<li>{html.escape(comparison.sentence(r))}</li>"
                         for r in comparison.runs[1:])
@@ -368,6 +448,9 @@ baseline. Each run contributes its best repeat. {datetime.now(UTC):%Y-%m-%d %H:%
 <ul>{sentences}</ul>
 <h2>Max rate at the SLA</h2>
 {html_table(HEADLINE_COLUMNS, headline_rows(comparison))}
+<h2>The seeds' three figures</h2>
+<ul id="energy-warnings">{"".join(f"<li>{html.escape(w)}</li>" for w in warnings)}</ul>
+{html_figure(directory, FIGURES_PLOT, "throughput, p99 and perf per watt, run / baseline")}
 <h2>p99 at the rates every run offered</h2>
 {rates}
 {html_figure(directory, COMPARE_PLOT, "p99 vs offered rate")}

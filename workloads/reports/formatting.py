@@ -4,6 +4,7 @@ and the machine's name (one formatter each, the same printed and in HTML)."""
 from __future__ import annotations
 
 from socialbench.workloads.cache.energy import format_joules
+from socialbench.workloads.probes.energy import MeterRecord
 from socialbench.workloads.ramp.engine import format_ms
 
 
@@ -60,3 +61,52 @@ def format_count(value: float | None) -> str:
 def format_per_watt(value: float | None) -> str:
     """Operations per second per watt, or ``unavailable`` where no energy was measured."""
     return "unavailable" if value is None else f"{value:,.0f}"
+
+
+def format_per_watt_band(value: float | None, low: float | None, high: float | None,
+                         estimated: bool) -> str:
+    """Perf per watt as shown: ``312,000``, or an estimate's ``312,000 (estimated, band
+    250,000-400,000)``; ``unavailable`` where there is none."""
+    if value is None:
+        return "unavailable"
+    if not estimated:
+        return f"{value:,.3g}" if value < 100 else f"{value:,.0f}"
+    band = f", band {low:,.3g}-{high:,.3g}" if low is not None and high is not None else ""
+    return f"{value:,.3g} (estimated{band})"
+
+
+def meter_lines(record: MeterRecord | None) -> list[str]:
+    """What a bundle's energy was, in sentences: the meter and what it covers, or the
+    estimate (its label, the CPU as identified, the coefficients and their source)."""
+    if record is None:
+        return []
+    if record.kind == "unavailable":
+        lines = [f"Energy unavailable: {record.why}."]
+        if record.cpu is not None:
+            lines.append(f"CPU: {record.cpu.name} ({'; '.join(record.cpu.evidence)}).")
+        return lines
+    if not record.estimated:
+        period = (f"sampled every {record.sampling_period_s:g} s" if record.sampling_period_s
+                  else "energy counters read at both ends of each step")
+        lines = [f"Energy measured by {record.name}: it covers {record.covers_text}; "
+                 f"{period}."]
+        return lines + [f"Also found: {line}." for line in record.others]
+    lines = [f"Energy is {record.label}, not measured: {record.method}."]
+    if record.why:
+        lines.append(f"Why an estimate: {record.why}.")
+    cpu = record.cpu
+    if cpu is not None:
+        how = "stated by --cpu-family" if record.cpu_stated else "; ".join(cpu.evidence)
+        lines.append(f"CPU: {cpu.name} ({how})" + (f"; {cpu.caveat}" if cpu.caveat else "")
+                     + ".")
+    coefficients = record.coefficients
+    if coefficients is not None:
+        band = ""
+        if coefficients.idle_lo is not None and coefficients.full_hi is not None:
+            band = (f"; band {coefficients.idle_lo:g}-{coefficients.idle_hi:g} W at idle, "
+                    f"{coefficients.full_lo:g}-{coefficients.full_hi:g} W at 100%")
+        lines.append(f"Coefficients ({coefficients.kind}): {coefficients.min_w:g} W per thread "
+                     f"at idle, {coefficients.max_w:g} at 100%{band}. Source: "
+                     f"{coefficients.source}.")
+    lines.append(f"It covers {record.covers_text}.")
+    return lines

@@ -177,6 +177,14 @@ def print_headline(result: RampReport, console: Console) -> None:
             f"{format_ms(summary.p99_ms)}, achieved {summary.best.achieved_rps:,.1f} req/s"
             + (f" (best of {len(summary.repeats)})" if len(summary.repeats) > 1 else "")
         )
+    best = summary.best
+    if best is not None and best.requests_per_joule is not None:
+        band = (f", band {best.requests_per_joule_low:,.3g}-{best.requests_per_joule_high:,.3g}"
+                if best.requests_per_joule_low is not None
+                and best.requests_per_joule_high is not None else "")
+        console.print(f"Perf per watt there: {best.requests_per_joule:,.3g} req/s per W"
+                      + (f", [yellow]{best.energy_label}{band}[/]" if best.energy_estimated
+                         else ""), soft_wrap=True)
     best_repeat = next((r for r in summary.repeats if r.repeat == summary.best_repeat), None)
     if best_repeat is not None and best_repeat.gap_below_failure is not None:
         console.print(f"That is {best_repeat.gap_below_failure:.1%} below "

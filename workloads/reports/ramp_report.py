@@ -30,6 +30,7 @@ from socialbench.workloads.reports.formatting import (
     format_mib,
     format_number,
     format_rate,
+    meter_lines,
 )
 from socialbench.workloads.reports.plotting import (
     DPI,
@@ -386,6 +387,7 @@ def render_html(bundle: Bundle, plots: Sequence[Plot]) -> str:
         dataset=bundle.manifest.dataset,
         driver_rules=rules_text(),
         service_tables=service_tables(reference),
+        meter_lines=meter_lines(bundle.manifest.energy_meter),
         json=json,
     )
 

@@ -27,7 +27,7 @@ from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.scale import Level, ScaleOutcome
 from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.probes import machine
-from socialbench.workloads.probes.energy import energy_source
+from socialbench.workloads.probes.energy import EnergyPlan, MeterRecord
 from socialbench.workloads.results.files import (
     BundleError,
     bundle_dir,
@@ -53,6 +53,10 @@ class CacheManifest(RunHeader):
     config: dict[str, Any]
     energy_source: str = Field(default="not recorded",
                                description="How energy was measured, or why it was not.")
+    energy_meter: MeterRecord | None = Field(
+        default=None, description="The meter (what it covers, its sampling period) or the "
+                                  "estimate (the CPU, the coefficients and their source); "
+                                  "None: an older bundle.")
 
 
 class RunRecord(BaseModel):
@@ -124,19 +128,22 @@ CSV_COLUMNS = (
     "ratio", "data_size", "open_loop", "offered_ops_per_s", "duration_s", "ops", "ops_per_s",
     "sets_per_s", "gets_per_s", "hits", "misses", "hit_ratio", "errors", "lost", "timeouts",
     *(f"{op}_p{k}_ms" for op in OPS for k in KEYS), "send_lag_p99_ms", "generator_cpu_s",
-    "ops_per_generator_cpu_s", "saturated", "passed", "energy_source", "joules", "watts",
-    "joules_per_op", "ops_per_s_per_watt",
+    "ops_per_generator_cpu_s", "saturated", "passed", "energy_source", "estimated", "joules",
+    "watts", "joules_per_op", "ops_per_s_per_watt", "ops_per_s_per_watt_low",
+    "ops_per_s_per_watt_high",
 )
-ENERGY_COLUMNS = ("source", "joules", "watts", "joules_per_op", "ops_per_s_per_watt")
+ENERGY_COLUMNS = ("source", "estimated", "joules", "watts", "joules_per_op",
+                  "ops_per_s_per_watt", "ops_per_s_per_watt_low", "ops_per_s_per_watt_high")
 
 
 def _energy_cells(energy: OpsEnergy | None) -> dict[str, Any]:
-    """The energy columns of a CSV row; "unavailable" (not 0) when it was not measured."""
+    """The energy columns of a CSV row; "unavailable" (not 0) when it was not measured;
+    ``estimated`` true for an estimate (its band in the _low/_high columns)."""
     if energy is None:
         return dict.fromkeys(ENERGY_COLUMNS, "")
     cells: dict[str, Any] = {k: getattr(energy, k) for k in ENERGY_COLUMNS}
     if not energy.available:
-        cells.update(dict.fromkeys(ENERGY_COLUMNS[1:], "unavailable"))
+        cells.update(dict.fromkeys(ENERGY_COLUMNS[2:], "unavailable"))
     return cells
 
 
@@ -163,7 +170,7 @@ class CacheBundleWriter:
     """Writes a cache bundle as runs finish; :meth:`finish` adds the report."""
 
     def __init__(self, results_dir: Path, label: str, kind: str, config: dict[str, Any],
-                 now: datetime | None = None, power_cmd: str | None = None,
+                 now: datetime | None = None, energy: EnergyPlan | None = None,
                  preset: PresetRecord | None = None) -> None:
         self.directory = bundle_dir(results_dir, f"cache-{label}", now)
         self.directory.mkdir(parents=True, exist_ok=False)
@@ -172,7 +179,9 @@ class CacheBundleWriter:
         self.records: list[RunRecord] = []
         self.manifest = CacheManifest(
             kind=kind, socialbench_version=__version__, created_at=now or datetime.now(UTC),
-            label=label, config=config, energy_source=energy_source(power_cmd), preset=preset,
+            label=label, config=config,
+            energy_source=energy.describe() if energy else "not measured",
+            energy_meter=energy.record if energy else None, preset=preset,
             **describe_machine(),
         )
         (self.directory / MANIFEST).write_text(self.manifest.model_dump_json(indent=2))

@@ -30,6 +30,7 @@ from socialbench.workloads.probes.bottleneck import (
     Limit,
 )
 from socialbench.workloads.probes.ceilings import CeilingRecord
+from socialbench.workloads.probes.energy import MeterRecord
 from socialbench.workloads.probes.memory import MemoryRecord
 from socialbench.workloads.probes.records import PodRecord, StackRecord, Strict, UnitRecord
 from socialbench.workloads.probes.spans import (
@@ -112,6 +113,10 @@ class Manifest(RunHeader):
     software: dict[str, Any]
     resources_source: str = Field(description="How per-component CPU and memory were measured.")
     energy_source: str = Field(description="How energy was measured, or why it was not.")
+    energy_meter: MeterRecord | None = Field(
+        default=None, description="The meter (what it covers, its sampling period) or the "
+                                  "estimate (the CPU identified, the coefficients and their "
+                                  "source); None: an older bundle.")
     placement: Placement | None = Field(
         default=None, description="Which CPUs the driver had and which the stack had "
                                   "(--cpu-placement); None: not recorded (an older bundle).")
@@ -164,13 +169,23 @@ class SettleRecord(Strict):
 
 class EnergyRecord(Strict):
     available: bool
-    source: str = Field(description="rapl, power-cmd or unavailable.")
+    source: str = Field(description="rapl, hwmon, dcmi, power-cmd, estimate or unavailable.")
     note: str
     seconds: float
     joules: float | None
     watts: float | None
     joules_per_request: float | None
     requests_per_joule: float | None = Field(description="(req/s) per watt.")
+    estimated: bool = Field(default=False, description="An estimate (the label says whose), "
+                                                       "never a measurement.")
+    label: str = Field(default="", description="An estimate's label.")
+    utilisation: float | None = Field(default=None, description="An estimate's CPU "
+                                                                "utilisation over the step.")
+    watts_low: float | None = Field(default=None, description="An estimate's band: the "
+                                                              "lowest and highest results'.")
+    watts_high: float | None = None
+    requests_per_joule_low: float | None = None
+    requests_per_joule_high: float | None = None
 
 
 class HostSpeedRecord(Strict):
@@ -297,6 +312,13 @@ class Answer(Strict):
     step: str = Field(description="The step it comes from (its name).")
     cpu_ms_per_request: float | None
     joules_per_request: float | None
+    requests_per_joule: float | None = Field(default=None, description="Perf per watt: "
+                                                                       "(req/s) per watt.")
+    requests_per_joule_low: float | None = Field(default=None, description="An estimate's "
+                                                                           "band.")
+    requests_per_joule_high: float | None = None
+    energy_estimated: bool = Field(default=False, description="The energy is an estimate.")
+    energy_label: str = Field(default="", description="The estimate's label.")
 
 
 class RepeatSummary(Strict):

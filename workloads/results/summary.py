@@ -23,6 +23,7 @@ from socialbench.workloads.probes.ceilings import (
     lowest_per_component,
     step_ceilings,
 )
+from socialbench.workloads.probes.energy import EnergyReading
 from socialbench.workloads.probes.records import StackRecord
 from socialbench.workloads.ramp.calibration import Calibration
 from socialbench.workloads.ramp.engine import (
@@ -114,6 +115,30 @@ def step_bottleneck(step: StepRun, stack: StackRecord | None, cpus: int) -> Bott
                             cpus_busy=verdict.cpus_busy)
 
 
+def energy_record(energy: EnergyReading, responses: int) -> EnergyRecord:
+    """A step's energy, per request and as perf per watt; an estimate's band and label."""
+    joules = energy.joules
+    per_request = joules / responses if joules is not None and responses else None
+    low, high, seconds = energy.joules_low, energy.joules_high, energy.seconds
+    return EnergyRecord(
+        available=joules is not None,
+        source=energy.source,
+        note=energy.detail if joules is not None else f"unavailable: {energy.detail}",
+        seconds=seconds,
+        joules=joules,
+        watts=energy.watts,
+        joules_per_request=per_request,
+        requests_per_joule=1 / per_request if per_request else None,
+        estimated=energy.estimated,
+        label=energy.label,
+        utilisation=energy.utilisation,
+        watts_low=low / seconds if low is not None and seconds else None,
+        watts_high=high / seconds if high is not None and seconds else None,
+        requests_per_joule_low=responses / high if high and responses else None,
+        requests_per_joule_high=responses / low if low and responses else None,
+    )
+
+
 def step_record(step: StepRun, stack: StackRecord | None = None,
                 cpus: int | None = None) -> StepRecord:
     """The bundle's record of a step; ``stack`` and ``cpus`` name what limited it."""
@@ -130,9 +155,6 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
     ]
     stack_cpu = usage.cpu_seconds
     energy = step.energy
-    joules_per_request = (
-        energy.joules / responses if energy.joules is not None and responses else None
-    )
     return StepRecord(
         repeat=step.repeat,
         index=step.index,
@@ -185,16 +207,7 @@ def step_record(step: StepRun, stack: StackRecord | None = None,
         if cpus and usage.components is not None else None,
         ceilings=step_ceilings((ComponentUnits(c.name, c.kind, c.units) for c in components),
                                responses),
-        energy=EnergyRecord(
-            available=energy.joules is not None,
-            source=energy.source,
-            note=energy.detail if energy.joules is not None else f"unavailable: {energy.detail}",
-            seconds=energy.seconds,
-            joules=energy.joules,
-            watts=energy.watts,
-            joules_per_request=joules_per_request,
-            requests_per_joule=1 / joules_per_request if joules_per_request else None,
-        ),
+        energy=energy_record(energy, responses),
         histogram_log=f"{HISTOGRAMS}/{step.name}.hlog",
         raw_result=f"{RAW}/{step.name}.json",
         settle=SettleRecord(waited_s=step.settle.waited_s,
@@ -216,6 +229,11 @@ def _answer(run: RampRun, records: dict[str, StepRecord]) -> Answer | None:
         step=record.name,
         cpu_ms_per_request=record.resources.cpu_ms_per_request,
         joules_per_request=record.energy.joules_per_request,
+        requests_per_joule=record.energy.requests_per_joule,
+        requests_per_joule_low=record.energy.requests_per_joule_low,
+        requests_per_joule_high=record.energy.requests_per_joule_high,
+        energy_estimated=record.energy.estimated,
+        energy_label=record.energy.label,
     )
 
 
@@ -294,6 +312,7 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
     reference = best_run or (outcome.runs[0] if outcome.runs else None)
     ceiling_step, ceilings, verdict = ceilings_of(reference, by_name)
     energy_notes = sorted({r.energy.note for r in records if not r.energy.available})
+    labels = sorted({r.energy.label for r in records if r.energy.available and r.energy.label})
     resource_notes = sorted({r.resources.note for r in records if not r.resources.available})
     return Summary(
         label=label,
@@ -314,7 +333,7 @@ def summarize(label: str, config: RampConfig, outcome: RampOutcome,
             verdict.value: count for verdict in Contention
             if (count := sum(1 for r in records if r.driver and r.driver.verdict is verdict))
         },
-        energy_note="; ".join(energy_notes) or "measured",
+        energy_note="; ".join(energy_notes + labels) or "measured",
         resources_note="; ".join(resource_notes) or "measured",
         host_calibration_start=start,
         host_calibration_end=end,

@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from socialbench.workloads.cache import CacheConfig, run_cache
-from socialbench.workloads.cache.energy import Meter
 from socialbench.workloads.cache.result import CacheResult
 from socialbench.workloads.cache.scale import Level, Probe, ScaleConfig, ScaleOutcome, scale
 from socialbench.workloads.cache.servers import ServerKind, local_launcher
 from socialbench.workloads.presets import PresetRecord
+from socialbench.workloads.probes.energy import EnergyOptions, EnergyPlan, plan_energy
 
 
 class Echo(Protocol):
@@ -42,7 +42,7 @@ class CacheRunOptions:
     runs: int = 1
     label: str | None = None  # the bundle's; None: no bundle (--no-bundle)
     results_dir: Path = Path("results")
-    power_cmd: str | None = None
+    energy: EnergyOptions = field(default_factory=EnergyOptions)
     json_out: Path | None = None
     preset: PresetRecord | None = None
 
@@ -56,29 +56,21 @@ class CacheScaleOptions:
     label: str
     runs: int = 1
     results_dir: Path = Path("results")
-    power_cmd: str | None = None
+    energy: EnergyOptions = field(default_factory=EnergyOptions)
     preset: PresetRecord | None = None
 
 
 def bundle_writer(results_dir: Path, label: str, kind: str, config: dict[str, Any],
-                  power_cmd: str | None, preset: PresetRecord | None = None) -> Any:
+                  energy: EnergyPlan, preset: PresetRecord | None = None) -> Any:
     from socialbench.workloads.results.cache_runs import CacheBundleWriter
 
-    return CacheBundleWriter(results_dir, label, kind, config, power_cmd=power_cmd,
-                             preset=preset)
+    return CacheBundleWriter(results_dir, label, kind, config, energy=energy, preset=preset)
 
 
 def build_report(directory: Path) -> Path:
     from socialbench.workloads.reports.cache_report import build_cache_report
 
     return build_cache_report(directory)
-
-
-def meter(power_cmd: str | None) -> Meter:
-    """RAPL where the machine has it, else ``--power-cmd``; else it says unavailable."""
-    from socialbench.workloads.probes.energy import EnergyMeter
-
-    return EnergyMeter(power_cmd=power_cmd)
 
 
 def runs_summary(results: list[CacheResult], runs: int) -> list[str]:
@@ -94,17 +86,19 @@ def runs_summary(results: list[CacheResult], runs: int) -> list[str]:
 
 def run_cache_runs(options: CacheRunOptions, echo: Echo = print_line) -> int:
     """Each depth's run, ``runs`` times, a line each; the bundle and its report."""
-    configs, runs, power_cmd = options.configs, options.runs, options.power_cmd
+    configs, runs = options.configs, options.runs
+    energy = plan_energy(options.energy)
+    echo(f"energy: {energy.describe()}")
     writer = None
     if options.label is not None:
         writer = bundle_writer(options.results_dir, options.label, "cache-run",
                                {"runs": [c.model_dump(mode="json") for c in configs],
-                                "repeats": runs}, power_cmd, options.preset)
+                                "repeats": runs}, energy, options.preset)
     results: list[CacheResult] = []
     for number, config in ((n, c) for n in range(1, runs + 1) for c in configs):
         if runs > 1 and config is configs[0]:
             echo(f"run {number} of {runs}:")
-        result = run_cache(config, meter(power_cmd))
+        result = run_cache(config, energy.meter())
         results.append(result)
         echo(result.summary_line())
         echo(f"  set p99 {result.p99_ms_of('set'):.3f} ms, get p99 "
@@ -132,10 +126,12 @@ def run_cache_runs(options: CacheRunOptions, echo: Echo = print_line) -> int:
 def run_cache_scale(options: CacheScaleOptions, echo: Echo = print_line) -> int:
     """The scaling, ``runs`` times, a line a probe; the best run's outcome, the bundle and
     its report."""
-    config, runs, power_cmd = options.config, options.runs, options.power_cmd
+    config, runs = options.config, options.runs
+    energy = plan_energy(options.energy)
+    echo(f"energy: {energy.describe()}")
     writer = bundle_writer(options.results_dir, options.label, "cache-scale",
                            config.model_dump(mode="json") | {"repeats": runs},
-                           power_cmd, options.preset)
+                           energy, options.preset)
 
     def on_probe(probe: Probe, _: list[CacheResult]) -> None:
         how = "closed loop" if probe.fraction is None else f"{probe.fraction:.0%} of max"
@@ -153,7 +149,7 @@ def run_cache_scale(options: CacheScaleOptions, echo: Echo = print_line) -> int:
             writer.add_level(level, results, repeat)
 
         outcomes.append(scale(config, local_launcher(options.kind, config.server_cpus),
-                              on_probe, on_level, meter=lambda: meter(power_cmd)).model_copy(
+                              on_probe, on_level, meter=energy.meter).model_copy(
             update={"repeat": number}))
     bests = [o.best_aggregate_ops_per_s for o in outcomes]
     outcome = max(outcomes, key=lambda o: o.best_aggregate_ops_per_s or 0.0).model_copy(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from socialbench.workloads.driver.placement import Placement
 from socialbench.workloads.driver.verdict import UNTRUSTED
 from socialbench.workloads.presets import PresetRecord
 from socialbench.workloads.probes import machine
-from socialbench.workloads.probes.energy import energy_source
+from socialbench.workloads.probes.energy import EnergyOptions, plan_energy
 from socialbench.workloads.probes.memory import MemoryRecord
 from socialbench.workloads.probes.otlp import SpanReceiver
 from socialbench.workloads.probes.records import PodRecord, StackRecord
@@ -47,7 +47,8 @@ class RampJob:
     stack: StackRecord | None = None
     # The Kubernetes release's pods, as the ramp began (--pods), for the manifest.
     pods: list[PodRecord] | None = None
-    power_cmd: str | None = None
+    # How energy is measured (--power-cmd, --power-meter, --power-coefficients, --cpu-family).
+    energy: EnergyOptions = field(default_factory=EnergyOptions)
     reset: ResetHook | None = None
     quiet: bool = False
     # Run after the ramp (not when interrupted): the stores checked, into summary.json.
@@ -79,6 +80,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
     from socialbench.workloads.reports.ramp_report import build_report  # matplotlib: only when run
 
     described = machine.describe(job.mongodb_server)
+    energy = plan_energy(job.energy)
     manifest = Manifest(
         socialbench_version=__version__,
         created_at=datetime.now(UTC),
@@ -93,11 +95,12 @@ def execute(job: RampJob, console: Console) -> RampReport:
         hardware=described["hardware"],
         software=described["software"],
         resources_source=job.resources_source,
-        energy_source=energy_source(job.power_cmd),
+        energy_source=energy.describe(),
+        energy_meter=energy.record,
         placement=job.placement,
         memory=job.memory,
     )
-    ramp = Ramp(job.config, sampler=job.sampler, power_cmd=job.power_cmd, reset=job.reset)
+    ramp = Ramp(job.config, sampler=job.sampler, meter=energy.meter, reset=job.reset)
     directory = bundle_dir(job.results_dir, job.label)
     writer = BundleWriter(directory, manifest.model_copy(update={"config": ramp.config}))
     if job.spans is not None:
@@ -117,6 +120,7 @@ def execute(job: RampJob, console: Console) -> RampReport:
     )
     if job.placement is not None:
         console.print(f"CPU placement: {job.placement.describe()}")
+    console.print(f"Energy: {energy.describe()}")
     console.print(f"Bundle: {directory}")
     view = LiveView(console, quiet=job.quiet)
     ramp.observers = [view, writer, *job.observers]

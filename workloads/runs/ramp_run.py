@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +23,7 @@ from socialbench.stack.servers import mongodb_flavour
 from socialbench.stack.traced import spans_to_receiver
 from socialbench.workloads.driver.placement import Placement, PlacementMode
 from socialbench.workloads.presets import PresetRecord
+from socialbench.workloads.probes.energy import EnergyOptions
 from socialbench.workloads.probes.memory import (
     MemoryRecord,
     cache_warning,
@@ -65,7 +66,7 @@ class RampOptions:
     container_kinds: dict[str, str] | None = None  # its services' (deploy.compose's)
     pods: str | None = None  # a helm release measured instead of the local stack
     namespace: str = "default"
-    power_cmd: str | None = None
+    energy: EnergyOptions = field(default_factory=EnergyOptions)
     quiet: bool = False
     preset: PresetRecord | None = None
 
@@ -208,7 +209,7 @@ def _job(options: RampOptions, stack: LocalStack, dataset: Dataset, memory: Memo
         sampler=sampler, resources_source=resources_source,
         dataset=dataset, mongodb_server=mongodb_flavour(),
         stack=stack.record(url) if local else None,
-        pods=measured_pods, power_cmd=options.power_cmd,
+        pods=measured_pods, energy=options.energy,
         reset=fresh_reset(stack, options.graph, options.posts_per_user, options.graph_seed,
                           console.print,
                           placed.stack_cpus if placed.mode is PlacementMode.SPLIT else None)

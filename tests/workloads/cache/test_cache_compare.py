@@ -16,6 +16,8 @@ from socialbench.cli import app
 from socialbench.workloads.cache import CacheConfig, CacheProtocol
 from socialbench.workloads.cache.scale import ScaleConfig, ScaleOutcome, scale
 from socialbench.workloads.cache.servers import Instance
+from socialbench.workloads.probes.cpuid import CpuIdentity
+from socialbench.workloads.probes.energy import EnergyOptions, System, plan_energy
 from socialbench.workloads.reports.cache_compare import COMPARE_PLOT, CacheComparison
 from socialbench.workloads.reports.cache_report import build_cache_report
 from socialbench.workloads.reports.compare import compare
@@ -169,3 +171,36 @@ def test_run_and_scale_bundles_are_not_compared(run_bundle: Path, scale_bundle: 
     result = CliRunner().invoke(app, ["compare", str(scale_bundle), str(run_bundle)])
     assert result.exit_code == 2
     assert "cannot compare a cache-scale bundle" in result.output
+
+
+def test_an_estimated_bundle_is_marked_and_its_ratio_warned(two_run_bundles: tuple[Path, Path],
+                                                            tmp_path: Path) -> None:
+    base, other = two_run_bundles
+    plan = plan_energy(EnergyOptions(cpu_family="graviton2"), System(
+        powercap=tmp_path / "none", hwmon=tmp_path / "none", ipmi_devices=(),
+        identify=lambda: CpuIdentity(family=None, name="unknown", threads=4)))
+    adapter = TypeAdapter(list[RunRecord])
+    records = adapter.validate_json((other / "runs.json").read_bytes())
+    guessed = []
+    for record in records:
+        energy = record.energy
+        assert energy is not None and energy.ops_per_s_per_watt
+        guessed.append(record.model_copy(update={"energy": energy.model_copy(update={
+            "estimated": True, "label": plan.record.label, "source": "estimate",
+            "ops_per_s_per_watt_low": energy.ops_per_s_per_watt * 0.5,
+            "ops_per_s_per_watt_high": energy.ops_per_s_per_watt * 2})}))
+    (other / "runs.json").write_bytes(adapter.dump_json(guessed))
+    path = other / "manifest.json"
+    manifest = CacheManifest.model_validate_json(path.read_bytes())
+    path.write_text(manifest.model_copy(update={"energy_meter": plan.record}).model_dump_json())
+
+    comparison = compare([base, other])
+    assert isinstance(comparison, CacheComparison)
+    (warning,) = comparison.energy_warnings()
+    assert "sets an estimate against a measurement" in warning
+    assert "EPYC 2nd Gen (Rome) as a proxy for AWS Graviton2" in warning
+    assert "from 0.56x to 2.22x" in warning  # (1/0.9) x 0.5 and x 2
+    assert any("(estimated)" in cell for cell in comparison.headline_rows()[1])
+    assert not any("(estimated)" in cell for cell in comparison.headline_rows()[0])
+    page = comparison.render(tmp_path / "out").read_text()
+    assert "sets an estimate against a measurement" in page and "seed-figures.png" in page

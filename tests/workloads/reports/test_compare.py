@@ -14,10 +14,14 @@ from typer.testing import CliRunner
 
 from socialbench.cli import app
 from socialbench.workloads.check.contents import CheckResult
+from socialbench.workloads.probes.cpuid import CpuIdentity
+from socialbench.workloads.probes.energy import EnergyOptions, System, plan_energy
+from socialbench.workloads.probes.meters import Coverage
 from socialbench.workloads.probes.records import StackRecord
 from socialbench.workloads.ramp.engine import Sla
 from socialbench.workloads.reports.compare import (
     COMPARE_PLOT,
+    FIGURES_PLOT,
     Comparison,
     IncomparableError,
     compare,
@@ -34,7 +38,8 @@ from socialbench.workloads.seeding.seed import SeedDataset, SeedPath, SeedRecord
 @pytest.fixture
 def two_bundles(refined_ramp: RampReport, tmp_path: Path) -> tuple[Path, Path]:
     """The measured bundle, and a copy "from a machine" with known differences: 1.2x the
-    max rate, 0.66x its p99, 0.9x the energy per request, half the p99 at every rate."""
+    max rate, 0.66x its p99, 0.9x the energy per request (1/0.9x the perf per watt), half
+    the p99 at every rate."""
     base = tmp_path / "base"
     other = tmp_path / "other"
     shutil.copytree(refined_ramp.directory, base)
@@ -45,6 +50,7 @@ def two_bundles(refined_ramp: RampReport, tmp_path: Path) -> tuple[Path, Path]:
     faster = best.model_copy(update={
         "max_rate_rps": best.max_rate_rps * 1.2, "p99_ms": best.p99_ms * 0.66,
         "joules_per_request": best.joules_per_request * 0.9,
+        "requests_per_joule": 1 / (best.joules_per_request * 0.9),
     })
     summary = bundle.summary.model_copy(update={
         "label": "faster", "best": faster, "max_rate_rps": faster.max_rate_rps,
@@ -69,13 +75,16 @@ def test_ratios_are_run_over_baseline(two_bundles: tuple[Path, Path]) -> None:
     assert comparison.rate_ratio(other) == pytest.approx(1.2)
     assert comparison.p99_ratio(other) == pytest.approx(0.66)
     assert comparison.energy_ratio(other) == pytest.approx(0.9)
+    assert comparison.per_watt_ratio(other) == pytest.approx(1 / 0.9)
+    assert comparison.per_watt_band(other) is None  # two measurements
+    assert comparison.energy_warnings() == []  # the same meter (a --power-cmd) on both
     assert comparison.common_rates == sorted(base.p99_by_rate) == sorted(other.p99_by_rate)
     assert {120.0, 170.0, 220.0} <= set(comparison.common_rates)
     for rate in comparison.common_rates:
         assert other.p99_by_rate[rate] / base.p99_by_rate[rate] == pytest.approx(0.5)
     assert comparison.sentence(other) == (
         "faster vs capacity-200: 20% more req/s at the SLA, p99 there 34% lower, "
-        "energy per request 10% lower, host speed 1.00x (+0%)"
+        "perf per watt 11% higher, host speed 1.00x (+0%)"
     )
     assert comparison.differences == []
 
@@ -95,7 +104,7 @@ def test_compare_command_prints_and_renders_the_ratios(
     )
 
     assert result.exit_code == 0, result.output
-    for text in ("1.20x (+20%)", "0.66x (-34%)", "0.90x (-10%)", "0.50x (-50%)",
+    for text in ("1.20x (+20%)", "0.66x (-34%)", "1.11x (+11%)", "0.50x (-50%)",
                  "faster vs capacity-200: 20% more req/s at the SLA, p99 there 34% lower"):
         assert text in result.output, text
     assert result.output.count("0.50x (-50%)") == len(compare_ramps(two_bundles).common_rates)
@@ -106,6 +115,9 @@ def test_compare_command_prints_and_renders_the_ratios(
     numbers = json.loads((out / "compare.json").read_text())
     assert numbers["baseline"] == "capacity-200"
     assert numbers["runs"][1]["max_rate_ratio"] == pytest.approx(1.2)
+    assert numbers["runs"][1]["per_watt_ratio"] == pytest.approx(1 / 0.9)
+    figures = base64.b64encode((out / FIGURES_PLOT).read_bytes()).decode()
+    assert f"base64,{figures}" in page and "three figures" in page
 
 
 def test_compare_needs_two_readable_bundles(
@@ -289,3 +301,93 @@ def test_compare_refuses_runs_on_other_seeded_data_unless_forced(
     unknown = compare([base, other])
     assert isinstance(unknown, Comparison)
     assert "dataset" not in {d.name for d in unknown.differences}
+
+
+def measured_per_watt(directory: Path) -> float:
+    best = read_bundle(directory).summary.best
+    assert best is not None and best.requests_per_joule is not None
+    return best.requests_per_joule
+
+
+def estimated(directory: Path, label: str, family: str, tmp_path: Path, value: float) -> Path:
+    """``directory``'s bundle made an estimate's: the manifest's meter the estimate for
+    ``family`` (a machine with no meter), the answer's perf per watt ``value`` with a band
+    of -20%/+30%, every step's CPU utilisation 50%."""
+    plan = plan_energy(EnergyOptions(cpu_family=family), System(
+        powercap=tmp_path / "none", hwmon=tmp_path / "none", ipmi_devices=(),
+        identify=lambda: CpuIdentity(family=None, name="unknown", threads=64)))
+    bundle = read_bundle(directory)
+    best = bundle.summary.best
+    assert best is not None
+    guessed = best.model_copy(update={
+        "requests_per_joule": value, "requests_per_joule_low": value * 0.8,
+        "requests_per_joule_high": value * 1.3, "energy_estimated": True,
+        "energy_label": plan.record.label})
+    steps = [step.model_copy(update={"energy": step.energy.model_copy(update={
+        "estimated": True, "label": plan.record.label, "utilisation": 0.5})})
+        for step in bundle.steps]
+    (directory / "summary.json").write_text(bundle.summary.model_copy(update={
+        "label": label, "best": guessed}).model_dump_json())
+    (directory / "manifest.json").write_text(bundle.manifest.model_copy(update={
+        "label": label, "energy_meter": plan.record}).model_dump_json())
+    (directory / "steps.json").write_bytes(TypeAdapter(list[StepRecord]).dump_json(steps))
+    return directory
+
+
+def test_a_measurement_against_an_estimate_says_so(two_bundles: tuple[Path, Path],
+                                                   tmp_path: Path) -> None:
+    base, other = two_bundles
+    estimated(other, "altra-max", "altra-max", tmp_path, 2 * measured_per_watt(base))
+    comparison = compare([base, other])
+    assert isinstance(comparison, Comparison)
+    run = comparison.runs[1]
+    assert comparison.per_watt_ratio(run) == pytest.approx(2.0)
+    assert comparison.per_watt_band(run) == (pytest.approx(1.6), pytest.approx(2.6))
+    (warning,) = comparison.energy_warnings()
+    assert "sets an estimate against a measurement" in warning
+    assert "estimated (CCF linear model, SPECpower coefficients for Ampere Altra Max)" in warning
+    assert "--power-cmd 'echo 42'" in warning and "from 1.60x to 2.60x" in warning
+    assert "perf per watt 100% higher (an estimate" in comparison.sentence(run)
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["compare", str(base), str(other), "--out", str(out)],
+                                env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "sets an estimate against a measurement" in result.output
+    page = (out / "compare.html").read_text()
+    assert "sets an estimate against a measurement" in page
+    assert "(estimated, band" in page and "estimated: 1.60x-2.60x" in page
+    assert json.loads((out / "compare.json").read_text())["energy_warnings"] == [warning]
+
+
+def test_two_estimates_from_one_table_say_the_ratio_is_the_models(
+        two_bundles: tuple[Path, Path], tmp_path: Path) -> None:
+    base, other = two_bundles
+    value = measured_per_watt(base)
+    estimated(base, "x86", "cascade-lake", tmp_path, value)
+    estimated(other, "arm", "altra-max", tmp_path, 2.3 * value)
+    comparison = compare([base, other])
+    assert isinstance(comparison, Comparison)
+    (warning,) = comparison.energy_warnings()
+    assert "estimated from the same table" in warning
+    assert "the ratio comes from the model as much as from the machines" in warning
+    assert "Cascade Lake" in warning and "Ampere Altra Max" in warning
+    assert "CPU utilisations of 50% and 50%" in warning
+    assert comparison.per_watt_band(comparison.runs[1]) == (
+        pytest.approx(2.3 * 0.8 / 1.3), pytest.approx(2.3 * 1.3 / 0.8))
+
+
+def test_meters_covering_different_things_are_said(two_bundles: tuple[Path, Path]) -> None:
+    base, other = two_bundles
+    bundle = read_bundle(other)
+    meter = bundle.manifest.energy_meter
+    assert meter is not None
+    rapl = meter.model_copy(update={"kind": "rapl", "name": "RAPL intel-rapl:0",
+                                    "covers": Coverage.PACKAGE,
+                                    "covers_text": "the CPU packages"})
+    (other / "manifest.json").write_text(bundle.manifest.model_copy(update={
+        "energy_meter": rapl}).model_dump_json())
+    comparison = compare([base, other])
+    assert isinstance(comparison, Comparison)
+    (warning,) = comparison.energy_warnings()
+    assert "cover different things" in warning and "the CPU packages" in warning

@@ -92,6 +92,8 @@ def test_the_manifest_says_what_ran_and_where(refined_ramp: RampReport) -> None:
     assert {"python", "nginx", "memcached", "redis", "mongodb_server",
             "mongodb_server_version"} <= manifest.software.keys()
     assert manifest.energy_source.startswith("--power-cmd 'echo 42'")
+    assert manifest.energy_meter is not None and manifest.energy_meter.kind == "power-cmd"
+    assert not manifest.energy_meter.estimated
 
 
 def test_the_csv_matches_the_json(refined_ramp: RampReport) -> None:
