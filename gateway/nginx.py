@@ -38,7 +38,7 @@ class Upstream:
 class GatewayConfig:
     """What differs between deployments of the front end."""
 
-    # service name -> "host:port" addresses of its instances
+    # service name -> addresses of its instances: "host:port", or "unix:/path" (same box)
     service_addresses: Mapping[str, Sequence[str]]
     listen_host: str = "127.0.0.1"
     port: int = 8080

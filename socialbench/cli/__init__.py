@@ -37,6 +37,8 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int | None, typer.Option(help="Port (default: the registry's).")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    unix: Annotated[str | None, typer.Option(
+        help="Also listen on this Unix domain socket (callers on the same box).")] = None,
 ) -> None:
     """Run one service under the runtime's HTTP server; the same image runs every service."""
     from socialbench.runtime.app import serve_service
@@ -46,7 +48,7 @@ def serve(
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="SERVICE") from None
     _require_login_secret()
-    serve_service(service, host=host, port=port, workers=workers)
+    serve_service(service, host=host, port=port, workers=workers, unix_path=unix)
 
 
 def _require_login_secret() -> None:

@@ -105,6 +105,10 @@ def up(
     service_port_offset: Annotated[int, typer.Option(
         help="Added to every service's port (to run a second stack beside one).")]
     = STACK_DEFAULTS.service_port_offset,
+    unix_sockets: Annotated[bool, typer.Option(
+        "--unix-sockets/--tcp-only", help=(
+            "The services and nginx call the services over Unix domain sockets (cheaper "
+            "than loopback TCP), or over TCP only."))] = STACK_DEFAULTS.unix_sockets,
     tracing: Annotated[bool, typer.Option(
         help="Run Jaeger and send it every service's spans (costs throughput).")] = False,
     trace_ratio: Annotated[float, typer.Option(
@@ -126,6 +130,7 @@ def up(
         mongodb_port=mongodb_port, stores=stores, redis_mode=redis_mode.value,
         redis_replicas=redis_replicas, redis_cluster_masters=redis_cluster_masters,
         redis_cluster=tuple(redis_cluster or ()), service_port_offset=service_port_offset,
+        unix_sockets=unix_sockets,
         tracing=tracing, trace_ratio=trace_ratio, jaeger_ui_port=jaeger_port,
         jaeger_otlp_port=jaeger_otlp_port, timeout_s=timeout,
     )

@@ -61,12 +61,14 @@ from socialbench.runtime.web import IncompleteArguments, text
 
 log = logging.getLogger("socialbench")
 
-def serve_service(name: str, *, host: str, port: int | None, workers: int) -> None:
-    """Serve service ``name`` with the runtime's HTTP server, in ``workers`` processes."""
+def serve_service(name: str, *, host: str, port: int | None, workers: int,
+                  unix_path: str | None = None) -> None:
+    """Serve service ``name`` with the runtime's HTTP server, in ``workers`` processes (on a
+    Unix domain socket at ``unix_path`` too, if given)."""
     spec = registry.get(name)
     create_app = importlib.import_module(spec.module).create_app
     config = ServerConfig(
-        host=host, port=port or spec.port, workers=workers,
+        host=host, port=port or spec.port, workers=workers, unix_path=unix_path,
         # Longer than the clients keep an idle connection (nginx's upstream keep-alive:
         # 120 s; the RPC client's IDLE_TIMEOUT_S), so the client closes it first.
         keep_alive_s=130.0,

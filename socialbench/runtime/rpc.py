@@ -4,7 +4,9 @@ One :class:`RPCClient` per process holds one :class:`Neighbour` per neighbour se
 created at start-up: our own small HTTP/1.1 client (a quarter of aiohttp's CPU a call:
 docs/performance.md), a pool of keep-alive connections opened on demand up to
 ``pool_size``, idle ones reused newest first and closed after :data:`IDLE_TIMEOUT_S`,
-each request one ``write``, its answer parsed by httptools. Every call is bounded
+each request one ``write``, its answer parsed by httptools. A neighbour's address is an
+``http://host:port`` URL, or ``unix:/path`` for a Unix domain socket on the same box
+(cheaper than loopback TCP: docs/performance.md). Every call is bounded
 (``connect_timeout_s``, then ``timeout_s`` to the end of the answer:
 :class:`NeighbourTimeout`, 504); a neighbour that refuses or drops the connection is
 :class:`NeighbourUnavailable` (503) at once. A connection that drops after the request
@@ -36,6 +38,7 @@ from socialbench.runtime.tracing import in_traced_request, inject_context
 
 IDLE_TIMEOUT_S = 60.0  # under the server's keep-alive (130 s): we close first, never race it
 CONNECT_TIMEOUT_S = 2.0
+UNIX_SCHEME = "unix:"  # a neighbour's address on the same box: unix:/path/to/socket
 
 
 class _Dropped(Exception):
@@ -129,21 +132,37 @@ class Neighbour:
     ) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
-        parts = urlsplit(self.base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"{name}: expected an http:// URL, got {base_url!r}")
-        self.host, self.port = parts.hostname, parts.port or 80
+        self.unix_path: str | None = None
+        if self.base_url.startswith(UNIX_SCHEME):
+            self.unix_path = self.base_url.removeprefix(UNIX_SCHEME)
+            if not self.unix_path.startswith("/"):
+                raise ValueError(
+                    f"{name}: expected an http:// URL or unix:/path (absolute), got {base_url!r}")
+            self.host, self.port = "localhost", 0
+            path, netloc = "", "localhost"
+        else:
+            parts = urlsplit(self.base_url)
+            if parts.scheme != "http" or not parts.hostname:
+                raise ValueError(
+                    f"{name}: expected an http:// URL or unix:/path, got {base_url!r}")
+            self.host, self.port = parts.hostname, parts.port or 80
+            path, netloc = parts.path, parts.netloc
         self.pool_size = pool_size
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.connection_requests = connection_requests
         self._tracer = tracer
-        self._head = f"POST {parts.path}/{{}} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        self._head = f"POST {path}/{{}} HTTP/1.1\r\nHost: {netloc}\r\n"
         self._heads: dict[str, bytes] = {}
         self._idle: list[_Connection] = []  # newest last
         self._open = 0
         self._waiters: deque[asyncio.Future[_Connection | None]] = deque()
         self._closing = False
+
+    @property
+    def address(self) -> str:
+        """Where it connects, for messages: ``host:port`` or the socket's path."""
+        return self.unix_path if self.unix_path is not None else f"{self.host}:{self.port}"
 
     async def call(self, method: str, payload: Any = None) -> Any:
         """POST ``payload`` as JSON to ``/<method>`` and return the decoded JSON answer."""
@@ -237,19 +256,23 @@ class Neighbour:
         try:
             timeout = min(self.connect_timeout_s, max(0.0, deadline - loop.time()))
             async with asyncio.timeout(timeout):
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(self), self.host, self.port)
+                if self.unix_path is not None:
+                    _, connection = await loop.create_unix_connection(
+                        lambda: _Connection(self), self.unix_path)
+                else:
+                    _, connection = await loop.create_connection(
+                        lambda: _Connection(self), self.host, self.port)
         except TimeoutError:
             self._open -= 1
             self._wake_one()
             raise NeighbourTimeout(
-                f"{self.name}: {method}: no connection to {self.host}:{self.port} in time"
+                f"{self.name}: {method}: no connection to {self.address} in time"
             ) from None
         except OSError as exc:
             self._open -= 1
             self._wake_one()
             raise NeighbourUnavailable(
-                f"{self.name}: {method}: cannot connect to {self.host}:{self.port}: {exc}"
+                f"{self.name}: {method}: cannot connect to {self.address}: {exc}"
             ) from None
         except BaseException:
             self._open -= 1

@@ -88,6 +88,7 @@ class UpOptions:
     redis_cluster_masters: int | None = None
     redis_cluster: tuple[str, ...] = ()
     service_port_offset: int = 0
+    unix_sockets: bool = True
     tracing: bool = False
     trace_ratio: float = 0.01
     jaeger_ui_port: int = 16686
@@ -115,7 +116,8 @@ def stack_config(options: UpOptions, size: StackSize, cpus: list[int] | None
         store_layout=(options.stores or size.store_layout).value,
         redis_mode=options.redis_mode, redis_replicas=options.redis_replicas,
         redis_cluster_masters=masters, redis_cluster_instances=clusters,
-        service_port_offset=options.service_port_offset, tracing=options.tracing,
+        service_port_offset=options.service_port_offset,
+        unix_sockets=options.unix_sockets, tracing=options.tracing,
         trace_sample_ratio=options.trace_ratio, jaeger_ui_port=options.jaeger_ui_port,
         jaeger_otlp_port=options.jaeger_otlp_port, cpus=cpus, worker_cpus=size.cpus,
         sizing={choice.what: f"{choice.value} ({choice.why})" for choice in size.choices},

@@ -21,7 +21,13 @@ import pytest
 import requests
 from starlette.types import Message, Scope
 
-from socialbench.runtime.http_server import HttpServer, LifespanFailed, ServerConfig, bind
+from socialbench.runtime.http_server import (
+    HttpServer,
+    LifespanFailed,
+    ServerConfig,
+    bind,
+    bind_unix,
+)
 from socialbench.stack.servers import free_port
 
 
@@ -108,6 +114,21 @@ async def test_keep_alive_answers_with_length_and_date() -> None:
             assert headers["date"].endswith("GMT")
             assert "connection" not in headers
         writer.close()
+
+
+async def test_a_unix_socket_is_served_beside_the_port(tmp_path: Any) -> None:
+    path = str(tmp_path / "s.sock")
+    config = ServerConfig(port=free_port(), unix_path=path)
+    server = HttpServer(echo_app, config, asyncio.get_running_loop())
+    await server.start(bind(config), bind_unix(path))
+    try:
+        for reader, writer in (await asyncio.open_unix_connection(path), await connect(server)):
+            writer.write(request("POST", "/echo", b"hi"))
+            status, _, answer = await read_answer(reader)
+            assert (status, answer) == (200, b"POST /echo? hi")
+            writer.close()
+    finally:
+        await server.shutdown()
 
 
 async def test_pipelined_requests_are_answered_in_order() -> None:
@@ -326,10 +347,12 @@ async def test_shutdown_lets_a_request_in_flight_finish_and_closes_idle_connecti
 def test_workers_share_the_port_a_dead_one_is_replaced_and_sigterm_stops_all(
         tmp_path: Any) -> None:
     port = free_port()
+    unix_path = tmp_path / "unique-id.sock"
     env = {**os.environ, "SOCIALBENCH_JWT_SECRET": "s" * 40}
     process = subprocess.Popen(
         [sys.executable, "-m", "socialbench.cli", "serve", "unique-id", "--port", str(port),
-         "--workers", "2"], env=env, stderr=subprocess.PIPE, text=True)
+         "--workers", "2", "--unix", str(unix_path)], env=env, stderr=subprocess.PIPE,
+        text=True)
     try:
         def worker_pids() -> set[int]:
             deadline = time.monotonic() + 60
@@ -353,6 +376,13 @@ def test_workers_share_the_port_a_dead_one_is_replaced_and_sigterm_stops_all(
         answer = requests.post(f"http://127.0.0.1:{port}/compose_unique_id",
                                json={}, timeout=5)
         assert answer.status_code == 200, answer.text
+        # The same workers on the Unix domain socket.
+        with socket.socket(socket.AF_UNIX) as over_unix:
+            over_unix.settimeout(5)
+            over_unix.connect(str(unix_path))
+            over_unix.sendall(request("POST", "/compose_unique_id", b"{}",
+                                      "content-type: application/json\r\n"))
+            assert over_unix.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
     finally:
@@ -361,3 +391,4 @@ def test_workers_share_the_port_a_dead_one_is_replaced_and_sigterm_stops_all(
             process.wait()
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+    assert not unix_path.exists()

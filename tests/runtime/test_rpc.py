@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import orjson
 import pytest
@@ -215,3 +216,35 @@ async def test_a_cancelled_call_leaves_the_pool_usable() -> None:
             await call
         release.set()
         assert await client.call("next", 2) == 2
+
+
+async def test_a_neighbour_on_a_unix_socket_is_called_over_it(tmp_path: Path) -> None:
+    fake = RawNeighbour(echo)
+    path = str(tmp_path / "fake.sock")
+    server = await asyncio.start_unix_server(fake.serve, path)
+    client = Neighbour("fake", f"unix:{path}", pool_size=4, timeout_s=5.0)
+    try:
+        async with asyncio.timeout(HANG_GUARD_S):
+            for n in range(3):
+                assert await client.call("do_it", {"n": n}) == {"path": "/do_it",
+                                                                "got": {"n": n}}
+    finally:
+        await client.close()
+        fake.hang_up_all()
+        server.close()
+    assert fake.connections == 1
+    assert fake.requests[0][1]["host"] == "localhost"
+
+
+async def test_a_unix_socket_that_is_not_there_is_unavailable_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "gone.sock"
+    client = Neighbour("gone", f"unix:{path}", pool_size=4, timeout_s=5.0)
+    async with asyncio.timeout(HANG_GUARD_S):
+        with pytest.raises(NeighbourUnavailable, match=f"cannot connect to {path}"):
+            await client.call("do_it", {})
+
+
+@pytest.mark.parametrize("url", ["unix:relative.sock", "ftp://host:1", "127.0.0.1:9001"])
+def test_an_address_that_is_neither_http_nor_a_unix_path_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="expected an http:// URL or unix:/path"):
+        Neighbour("bad", url, pool_size=1, timeout_s=1.0)

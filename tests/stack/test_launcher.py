@@ -311,6 +311,43 @@ def test_the_plan_starts_each_service_with_its_worker_count(tmp_path: Path) -> N
         3, registry.default_workers(registry.get("home-timeline"), 16))
 
 
+def test_services_and_nginx_call_the_services_over_unix_sockets(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path)
+    components = {c.name: c for c in launcher.plan(config)}
+    sockets = tmp_path.resolve() / "sockets"
+    assert sockets.is_dir()
+    for spec in registry.SERVICES:
+        argv = components[spec.name].argv
+        path = str(sockets / f"{spec.name}.sock")
+        assert argv[argv.index("--unix") + 1] == path
+        assert argv[argv.index("--port") + 1] == str(spec.port)  # health checks: TCP
+        assert components["compose-post"].env[spec.url_env] == f"unix:{path}"
+    conf = (tmp_path / "nginx.conf").read_text()
+    assert f"server unix:{sockets}/compose-post.sock;" in conf
+    assert "server 127.0.0.1:" not in conf
+
+
+def test_tcp_only_gives_every_caller_the_services_ports(tmp_path: Path) -> None:
+    config = StackConfig(data_dir=tmp_path, unix_sockets=False, service_port_offset=100)
+    components = {c.name: c for c in launcher.plan(config)}
+    assert not any("--unix" in c.argv for c in components.values())
+    port = registry.get("text").port + 100
+    assert components["compose-post"].env["SOCIALBENCH_TEXT_URL"] == f"http://127.0.0.1:{port}"
+    assert f"server 127.0.0.1:{registry.get('user').port + 100};" in (
+        tmp_path / "nginx.conf").read_text()
+
+
+def test_a_data_dir_too_deep_for_a_socket_address_puts_them_in_the_temp_dir(
+        tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 90)
+    config = StackConfig(data_dir=deep)
+    paths = [config.service_socket(spec) for spec in registry.SERVICES]
+    assert all(p is not None and len(p.encode()) < launcher.UNIX_PATH_MAX for p in paths)
+    assert config.socket_dir != deep.resolve() / "sockets"
+    assert config.socket_dir == StackConfig(data_dir=deep).socket_dir  # the same each time
+    assert config.socket_dir != StackConfig(data_dir=tmp_path / "other").socket_dir
+
+
 def test_a_config_written_before_counts_came_from_the_cpus_still_loads(tmp_path: Path) -> None:
     config = StackConfig(data_dir=tmp_path)
     assert StackConfig.from_json(config.to_json()) == config
