@@ -423,3 +423,30 @@ def prediction_table(reference: Reference, sizes: tuple[int, ...] = PREDICTED_SI
             machine = reference.fit(workload).rate(float(cpus))
             lines.append(f"| {workload} | {cpus} | {machine:,.0f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def reference_table(reference: Reference) -> str:
+    """docs/scaling.md's table of the reference: each workload and layout's rate, the
+    stack's CPU per request, the driver's, and the components that took the most."""
+    lines = ["| workload | stores | rate measured | stack CPU ms/req | driver ms/req | "
+             "the largest parts, ms/req |", "|---|---|---|---|---|---|"]
+    for workload, layouts in reference.workloads.items():
+        for layout, measured in layouts.items():
+            top = sorted(measured.components.items(), key=lambda item: -item[1])[:6]
+            parts = ", ".join(f"{name} {ms:.3f}" for name, ms in top)
+            lines.append(f"| {workload} | {layout} | {measured.rate_rps:,.0f} req/s | "
+                         f"{measured.stack_ms:.2f} | {measured.driver_ms:.3f} | {parts} |")
+    return "\n".join(lines) + "\n"
+
+
+def scaling_table(reference: Reference) -> str:
+    """docs/scaling.md's table of the measured points and the fit through them."""
+    lines = ["| workload | the stack's cores: max req/s at the SLA | per core | the fit |",
+             "|---|---|---|---|"]
+    for workload, points in reference.scaling.items():
+        fit = reference.fit(workload)
+        measured = ", ".join(f"{cores:g}: {rate:,.0f}" for cores, rate in points)
+        per_core = ", ".join(f"{rate / cores:,.0f}" for cores, rate in points)
+        lines.append(f"| {workload} | {measured} | {per_core} | lambda {fit.lambda_rps:,.0f}, "
+                     f"sigma {fit.sigma:.3f}, kappa {fit.kappa:.4f} |")
+    return "\n".join(lines) + "\n"

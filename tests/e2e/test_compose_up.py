@@ -44,6 +44,7 @@ from socialbench.workloads.probes.containers import (
     compose_sampler_factory,
 )
 from socialbench.workloads.reports.ramp_report import REPORT, RESOURCES_PLOT
+from socialbench.workloads.results.files import read_bundle
 from tests.e2e.support import compose as compose_post
 from tests.e2e.support import follow, new_user, timeline
 
@@ -375,6 +376,14 @@ def test_a_ramp_bundle_has_every_containers_cpu_and_memory(compose_stack: Compos
     assert names == LONG_RUNNING
     assert (bundle / REPORT).is_file()
     assert (bundle / RESOURCES_PLOT).is_file()  # the same plot as the local stack's
+    # Ceilings as for the local stack: each container's CPU split over the units its
+    # command declares (the service's workers, memcached's threads, Redis's one).
+    [step] = read_bundle(bundle).steps
+    rows = {row.component: row for row in step.ceilings}
+    assert {"home-timeline", "post-storage", "redis", "memcached"} <= set(rows)
+    assert all(row.basis.startswith("declared") for row in step.ceilings)
+    assert rows["redis"].role == "command thread" and rows["redis"].capacity_cores == 1
+    assert rows["memcached"].unit == "each of 4 worker threads"
 
 
 def test_every_container_runs_the_images_architecture(compose_stack: ComposeStack) -> None:
