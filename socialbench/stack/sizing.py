@@ -16,6 +16,7 @@ the reference machine's: an estimate, and every text here says so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ MEMCACHED_MIN_THREADS = 4
 REDIS_CLUSTER_MIN_MASTERS = 3
 # nginx workers: twice the cores its share needs, and at least two (or one per CPU below).
 NGINX_HEADROOM = 2.0
-# The driver keeps each process under this share of a core (its verdict flags 85%).
+# The driver keeps each process under this share of its ceiling (its verdict flags a
+# process at 85% of a core).
 DRIVER_PROCESS_SHARE = 0.5
 # Open-loop connections: requests in flight at the projected rate and this latency, twice.
 DRIVER_LATENCY_S = 0.05
@@ -263,7 +265,6 @@ def project(size: StackSize, reference: Reference, workload: str,
             mongodb: str = "ferretdb") -> Projection:
     """``workload`` on ``size``, projected from the reference (for cores as fast as its)."""
     layout = size.store_layout
-    measured = reference.workloads[workload][layout.value]
     rows = [Ceiling(name, "process", count, 1.0, _ms(reference, workload, layout, name))
             for name, count in size.workers.items() if _ms(reference, workload, layout, name)]
     nginx_ms = _ms(reference, workload, layout, "nginx")
@@ -274,10 +275,10 @@ def project(size: StackSize, reference: Reference, workload: str,
     rate = min([machine, *(row.rps for row in rows)])
     return Projection(workload=workload, layout=layout, machine_rps=machine,
                       ceilings=sorted(rows, key=lambda row: row.rps),
-                      driver_cores=rate * measured.driver_ms / 1000)
+                      driver_cores=rate / reference.driver_process_rps)
 
 
-def _redis_clusters(reference: Reference, cpus: int, machine: dict[str, float],
+def _redis_clusters(reference: Reference, machine: dict[str, float],
                     layout: StoreLayout) -> dict[str, int]:
     """The Redis instances of ``layout`` whose one command thread would cap a workload
     below the machine's rate, each with the masters that lift it."""
@@ -332,12 +333,11 @@ def size_stack(cpus: int, reference: Reference | None = None, mongodb: str = "fe
     chosen, why = _choose_layout(base, reference, machine, mongodb, layout)
     choices.append(Choice("stores", _describe_layout(chosen), why))
     top = max(project(chosen, reference, w, mongodb).max_rps for w in workloads)
-    driver_ms = max(reference.workloads[w][chosen.store_layout.value].driver_ms
-                    for w in workloads)
     split_cpus = math.ceil(cpus / 4)  # a split placement's driver CPUs on this machine
     default_processes, default_connections = driver_size(split_cpus)
-    needed_processes = max(1, math.ceil(top * driver_ms / 1000 / DRIVER_PROCESS_SHARE),
-                           math.ceil(top / reference.driver_process_rps))
+    # A process at its ceiling uses at most a core: a bound on the driver's CPU.
+    driver_cores = top / reference.driver_process_rps
+    needed_processes = max(1, math.ceil(driver_cores / DRIVER_PROCESS_SHARE))
     needed_connections = math.ceil(2 * top * DRIVER_LATENCY_S)
     processes = max(default_processes, needed_processes)
     connections = max(default_connections, needed_connections, processes)
@@ -345,15 +345,15 @@ def size_stack(cpus: int, reference: Reference | None = None, mongodb: str = "fe
               and default_connections >= needed_connections)
     choices.append(Choice(
         "driver", f"-P {processes} -c {connections}",
-        f"at the projected {top:,.0f} req/s it needs {top * driver_ms / 1000:.1f} cores "
-        f"({driver_ms * 1000:.0f} µs a request), {needed_processes} processes (each under "
-        f"{DRIVER_PROCESS_SHARE:.0%} of a core and {reference.driver_process_rps:,.0f} "
-        f"req/s, one process's ceiling here) and {needed_connections:,} connections (twice "
-        f"the requests in flight at {DRIVER_LATENCY_S * 1000:.0f} ms); a ramp's defaults on "
-        f"the {split_cpus} CPUs a split leaves it: -P {default_processes} -c "
-        f"{default_connections:,}, " + ("enough" if enough else "too few: give these")))
-    return StackSize(**{**chosen.__dict__, "driver_processes": processes,
-                        "driver_connections": connections, "choices": choices})
+        f"at the projected {top:,.0f} req/s it needs at most {driver_cores:.1f} cores (one "
+        f"process's ceiling here: {reference.driver_process_rps:,.0f} req/s), so "
+        f"{needed_processes} processes each under {DRIVER_PROCESS_SHARE:.0%} of its "
+        f"ceiling, and {needed_connections:,} connections (twice the requests in flight "
+        f"at {DRIVER_LATENCY_S * 1000:.0f} ms); a ramp's defaults on the {split_cpus} CPUs "
+        f"a split leaves it: -P {default_processes} -c {default_connections:,}, "
+        + ("enough" if enough else "too few: give these")))
+    return dataclasses.replace(chosen, driver_processes=processes,
+                               driver_connections=connections, choices=choices)
 
 
 def _describe_layout(size: StackSize) -> str:
@@ -382,18 +382,18 @@ def _choose_layout(base: StackSize, reference: Reference, machine: dict[str, flo
     """The first layout whose stores keep up with the cores: shared, per-service, then
     per-service with Redis Clusters for the Redis instances still short."""
     if given is not None:
-        return StackSize(**{**base.__dict__, "store_layout": given}), "as given (--stores)"
+        return dataclasses.replace(base, store_layout=given), "as given (--stores)"
     shared = base
     short = _lifted(shared, reference, machine, mongodb)
     if not short:
         return shared, ("shared: every store's ceiling is above what the cores could serve "
                         "(one instance of each is cheaper on few cores)")
-    per_service = StackSize(**{**base.__dict__, "store_layout": StoreLayout.PER_SERVICE})
+    per_service = dataclasses.replace(base, store_layout=StoreLayout.PER_SERVICE)
     still = _lifted(per_service, reference, machine, mongodb)
     if not still:
         return per_service, f"per-service, as the original: shared, {'; '.join(short)}"
-    clusters = _redis_clusters(reference, base.cpus, machine, StoreLayout.PER_SERVICE)
-    scaled = StackSize(**{**per_service.__dict__, "redis_clusters": clusters})
+    clusters = _redis_clusters(reference, machine, StoreLayout.PER_SERVICE)
+    scaled = dataclasses.replace(per_service, redis_clusters=clusters)
     left = _lifted(scaled, reference, machine, mongodb)
     why = (f"per-service with Redis Clusters: shared, {'; '.join(short)}; per-service, "
            f"{'; '.join(still)}")
