@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 import subprocess
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import yaml
 
 from socialbench import registry
 from socialbench.deploy import stack_spec as stack
+from socialbench.gateway import nginx
 from socialbench.registry import Store, StoreLayout
 from socialbench.runtime.redis_client import parse_redis_urls
 from socialbench.runtime.settings import Settings
@@ -170,6 +172,20 @@ def test_nginx_config_map_is_the_rendered_template(render: Render) -> None:
     init = nginx["initContainers"][0]
     assert "/opt/socialbench/gateway/pages" in " ".join(init["command"])
     assert not re.search(r"\bgit\b", yaml.safe_dump(render(*ALL_ON)))
+
+
+def test_nginx_runs_the_worker_processes_values_give(render: Render, helm: str) -> None:
+    manifests = render("--set", "gateway.workerProcesses=15")
+    config = by_kind(manifests, "ConfigMap")["nginx-config"]["data"]["nginx.conf"]
+    assert config == nginx.render(dataclasses.replace(stack.gateway_config(),
+                                                      worker_processes="15"))
+    annotation = "checksum/config"
+    rolled = by_kind(manifests, "Deployment")["nginx"]["spec"]["template"]["metadata"]
+    default = by_kind(render(), "Deployment")["nginx"]["spec"]["template"]["metadata"]
+    assert rolled["annotations"][annotation] != default["annotations"][annotation]
+    out = template(helm, "--set", "gateway.workerProcesses=0")
+    assert out.returncode != 0
+    assert 'gateway.workerProcesses: "0" is not auto or a count of 1 or more' in out.stderr
 
 
 def test_the_shared_layout_is_a_statefulset_per_store_on_pinned_images(render: Render) -> None:
@@ -416,8 +432,17 @@ def test_an_instance_takes_its_own_settings_over_its_stores(render: Render) -> N
 @pytest.mark.parametrize(("setting", "message"), [
     ("stores.instances.mongodb.resources.requests.cpu=1",
      '"mongodb" is not an instance of the per-service layout'),
+    ("stores.instances.user-mongodb.image=mongo:8",
+     "stores.instances.user-mongodb.image: an instance may set only resources"),
     ("stores.instances.user-mongodb.replicas=2",
-     "stores.instances.user-mongodb.replicas: an instance may set only resources"),
+     "stores.instances.user-mongodb.replicas: only a Redis instance has its own replicas "
+     "(user-mongodb is a mongodb instance)"),
+    ("stores.instances.user-memcached.mode=cluster",
+     "stores.instances.user-memcached.mode: only a Redis instance has its own mode "
+     "(user-memcached is a memcached instance)"),
+    ("stores.instances.home-timeline-redis.mode=sentinel",
+     'stores.instances.home-timeline-redis.mode: "sentinel" is not one of cluster, '
+     "replicated, standalone"),
 ])
 def test_an_instance_setting_the_chart_cannot_apply_is_refused(helm: str, setting: str,
                                                                message: str) -> None:
@@ -615,3 +640,72 @@ def test_a_redis_cluster_is_formed_by_a_job_and_seeded_to_every_service(render: 
 def test_an_unknown_redis_mode_is_refused(helm: str) -> None:
     out = template(helm, "--set", "stores.redis.mode=sentinel")
     assert out.returncode != 0 and '"sentinel" is not one of cluster, replicated' in out.stderr
+
+
+def test_a_redis_instance_takes_its_own_mode(render: Render) -> None:
+    """Only home-timeline-redis a Redis Cluster (as `up` sizes a big node): its pods, its
+    Job and its service's environment follow it; the other instances stay standalone."""
+    manifests = render("--set", "stores.instances.home-timeline-redis.mode=cluster",
+                       "--set", "stores.instances.home-timeline-redis.cluster.masters=4")
+    statefulsets, services = by_kind(manifests, "StatefulSet"), by_kind(manifests, "Service")
+    deployments = by_kind(manifests, "Deployment")
+    registry_file = yaml.safe_load((stack.CHART_DIR / "files" / "registry.yaml").read_text())
+    cluster_args = " ".join(registry_file["redisModes"]["clusterArgs"])
+    nodes = [f"home-timeline-redis-{n}.home-timeline-redis:6379" for n in range(8)]
+    clustered = statefulsets["home-timeline-redis"]
+    assert clustered["spec"]["replicas"] == 8  # 4 masters, a replica each
+    assert cluster_args in " ".join(containers(clustered)[0]["args"])
+    assert services["home-timeline-redis"]["spec"]["clusterIP"] == "None"
+    jobs = {name: job for name, job in by_kind(manifests, "Job").items()
+            if name.endswith("-cluster")}
+    assert list(jobs) == ["home-timeline-redis-cluster"]
+    assert containers(jobs["home-timeline-redis-cluster"])[0]["args"] == [
+        "deploy", "form-redis-cluster", "--replicas", "1", *nodes]
+    launcher = StackConfig(store_layout=StoreLayout.PER_SERVICE.value,
+                           redis_cluster_instances=["home-timeline-redis"])
+    modes = {}
+    for spec in registry.SERVICES:
+        if Store.REDIS not in spec.stores:
+            continue
+        name = registry.store_instance(spec, Store.REDIS, StoreLayout.PER_SERVICE).name
+        env = env_of(containers(deployments[spec.name])[0])
+        modes[name] = env.get("SOCIALBENCH_REDIS_MODE", "standalone")
+        if name == "home-timeline-redis":
+            assert env["SOCIALBENCH_REDIS_URL"] == ",".join(f"redis://{n}/0" for n in nodes)
+            continue
+        assert env["SOCIALBENCH_REDIS_URL"] == f"redis://{name}:6379/0"
+        assert statefulsets[name]["spec"]["replicas"] == 1
+        assert cluster_args not in " ".join(containers(statefulsets[name])[0]["args"])
+        assert "clusterIP" not in services[name]["spec"]
+    assert modes == launcher.redis_modes()
+    assert set(modes.values()) == {"cluster", "standalone"}
+
+
+def test_an_instance_mode_overrides_the_stores_mode(render: Render) -> None:
+    manifests = render("--set", "stores.redis.mode=cluster",
+                       "--set", "stores.instances.home-timeline-redis.mode=standalone",
+                       "--set", "stores.instances.user-timeline-redis.replicas=0")
+    statefulsets = by_kind(manifests, "StatefulSet")
+    assert {name: statefulsets[name]["spec"]["replicas"] for name in
+            ("home-timeline-redis", "user-timeline-redis", "social-graph-redis")} == {
+        "home-timeline-redis": 1, "user-timeline-redis": 3, "social-graph-redis": 6}
+    jobs = sorted(name for name in by_kind(manifests, "Job") if name.endswith("-cluster"))
+    assert jobs == ["social-graph-redis-cluster", "user-timeline-redis-cluster"]
+    home = env_of(containers(by_kind(manifests, "Deployment")["home-timeline"])[0])
+    assert "SOCIALBENCH_REDIS_MODE" not in home
+    assert home["SOCIALBENCH_REDIS_URL"] == "redis://home-timeline-redis:6379/0"
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    (("stores.instances.user-timeline-redis.mode=replicated",
+      "stores.instances.user-timeline-redis.replicas=0"),
+     "stores.instances.user-timeline-redis.mode=replicated needs replicas of 1 or more"),
+    (("stores.redis.enabled=false", "stores.redis.external=redis://r:6379/0",
+      "stores.instances.home-timeline-redis.mode=cluster"),
+     "stores.instances.home-timeline-redis.mode: an external Redis (stores.redis.enabled "
+     "false) takes stores.redis.mode for every instance"),
+])
+def test_an_instance_mode_the_chart_cannot_run_is_refused(helm: str, settings: tuple[str, ...],
+                                                          message: str) -> None:
+    out = template(helm, *(arg for setting in settings for arg in ("--set", setting)))
+    assert out.returncode != 0 and message in out.stderr, out.stderr

@@ -41,50 +41,76 @@ app.kubernetes.io/name: {{ .name }}
 
 {{/* The settings of one store instance ({root, instance}): its store's, with
 stores.instances.<instance name> over them (resources, extraArgs, persistence and
-scheduling only); an instance that is not in the layout is refused. */}}
+scheduling; a Redis instance also its own mode, replicas and cluster); an instance that is
+not in the layout, or a setting its store does not take, is refused. */}}
 {{- define "socialnetwork.storeInstanceValues" -}}
 {{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
 {{- $layout := include "socialnetwork.storeLayout" .root -}}
 {{- $instances := .root.Values.stores.instances | default dict -}}
-{{- $names := list -}}
-{{- range get $registry.layouts $layout }}{{ $names = append $names .name }}{{ end -}}
+{{- $stores := dict -}}
+{{- range get $registry.layouts $layout }}{{ $_ := set $stores .name .store }}{{ end -}}
+{{- $names := keys $stores | sortAlpha -}}
 {{- range $name, $own := $instances -}}
-{{- if not (has $name $names) -}}
+{{- if not (hasKey $stores $name) -}}
 {{- fail (printf "stores.instances: %q is not an instance of the %s layout (%s)" $name $layout (join ", " $names)) -}}
 {{- end -}}
+{{- $store := get $stores $name -}}
 {{- $settable := list "resources" "extraArgs" "persistence" "nodeSelector" "affinity" "tolerations" -}}
+{{- $redisOnly := list "mode" "replicas" "cluster" -}}
 {{- range $key, $_ := $own -}}
-{{- if not (has $key $settable) -}}
-{{- fail (printf "stores.instances.%s.%s: an instance may set only %s" $name $key (join ", " $settable)) -}}
+{{- if and (has $key $redisOnly) (ne $store "redis") -}}
+{{- fail (printf "stores.instances.%s.%s: only a Redis instance has its own %s (%s is a %s instance)" $name $key $key $name $store) -}}
+{{- end -}}
+{{- if and (has $key $redisOnly) (not $.root.Values.stores.redis.enabled) -}}
+{{- fail (printf "stores.instances.%s.%s: an external Redis (stores.redis.enabled false) takes stores.redis.%s for every instance" $name $key $key) -}}
+{{- end -}}
+{{- if not (has $key (concat $settable $redisOnly)) -}}
+{{- fail (printf "stores.instances.%s.%s: an instance may set only %s (a Redis instance also %s)" $name $key (join ", " $settable) (join ", " $redisOnly)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite (deepCopy (get .root.Values.stores .instance.store)) (deepCopy (get $instances .instance.name | default dict))) -}}
 {{- end }}
 
-{{/* stores.redis.mode, checked: standalone, replicated or cluster. */}}
+{{/* The settings of instance INSTANCE (a name) of store STORE: storeInstanceValues. Call
+with (dict "root" $ "store" STORE "instance" INSTANCE). */}}
+{{- define "socialnetwork.instanceValues" -}}
+{{- include "socialnetwork.storeInstanceValues" (dict "root" .root "instance" (dict "name" .instance "store" .store)) -}}
+{{- end }}
+
+{{/*
+The mode of Redis instance INSTANCE, checked: its own (stores.instances.<instance>.mode),
+else stores.redis.mode; standalone, replicated or cluster. Call with (dict "root" $
+"instance" INSTANCE).
+*/}}
 {{- define "socialnetwork.redisMode" -}}
-{{- $mode := .Values.stores.redis.mode | default "standalone" -}}
+{{- $values := include "socialnetwork.instanceValues" (dict "root" .root "store" "redis" "instance" .instance) | fromYaml -}}
+{{- $own := get (.root.Values.stores.instances | default dict) .instance | default dict -}}
+{{- $where := ternary (printf "stores.instances.%s" .instance) "stores.redis" (hasKey $own "mode") -}}
+{{- $mode := $values.mode | default "standalone" | toString -}}
 {{- if not (has $mode (list "standalone" "replicated" "cluster")) -}}
-{{- fail (printf "stores.redis.mode: %q is not one of cluster, replicated, standalone" $mode) -}}
+{{- fail (printf "%s.mode: %q is not one of cluster, replicated, standalone" $where $mode) -}}
 {{- end -}}
-{{- if and (eq $mode "replicated") (lt (int .Values.stores.redis.replicas) 1) -}}
-{{- fail "stores.redis.mode=replicated needs stores.redis.replicas of 1 or more" -}}
+{{- if and (eq $mode "replicated") (lt (int $values.replicas) 1) -}}
+{{- fail (printf "%s.mode=replicated needs replicas of 1 or more (%s.replicas)" $where (ternary $where "stores.redis" (hasKey $own "replicas"))) -}}
+{{- end -}}
+{{- if and (eq $mode "cluster") (lt (int $values.cluster.masters) 1) -}}
+{{- fail (printf "%s.mode=cluster needs cluster.masters of 1 or more" $where) -}}
 {{- end -}}
 {{- $mode -}}
 {{- end }}
 
 {{/*
-The pods of each instance of store STORE: a memcached pool's stores.memcached.replicas; a
-Redis's, by stores.redis.mode: 1, the primary and its replicas, or every cluster node
-(masters first); else 1. Call with (dict "root" $ "store" STORE).
+The pods of instance INSTANCE of store STORE: a memcached pool's stores.memcached.replicas;
+a Redis's, by its mode (redisMode): 1, the primary and its replicas, or every cluster node
+(masters first); else 1. Call with (dict "root" $ "store" STORE "instance" INSTANCE).
 */}}
 {{- define "socialnetwork.storePods" -}}
-{{- $values := get .root.Values.stores .store -}}
+{{- $values := include "socialnetwork.instanceValues" . | fromYaml -}}
 {{- if eq .store "memcached" -}}
 {{- int $values.replicas -}}
 {{- else if eq .store "redis" -}}
-{{- $mode := include "socialnetwork.redisMode" .root -}}
+{{- $mode := include "socialnetwork.redisMode" . -}}
 {{- if eq $mode "replicated" -}}
 {{- add1 (int $values.replicas) -}}
 {{- else if eq $mode "cluster" -}}
@@ -98,11 +124,11 @@ Redis's, by stores.redis.mode: 1, the primary and its replicas, or every cluster
 {{- end }}
 
 {{/*
-Whether the instances of store STORE have a pod each addressed by name (a headless
+Whether instance INSTANCE of store STORE has a pod each addressed by name (a headless
 Service): a memcached pool, a replicated Redis or a Redis Cluster. Call as storePods.
 */}}
 {{- define "socialnetwork.storeByPod" -}}
-{{- if or (eq .store "memcached") (and (eq .store "redis") (ne (include "socialnetwork.redisMode" .root) "standalone")) -}}
+{{- if or (eq .store "memcached") (and (eq .store "redis") (ne (include "socialnetwork.redisMode" .) "standalone")) -}}
 true
 {{- end -}}
 {{- end }}
@@ -132,15 +158,17 @@ the one external server). Call with (dict "root" $ "store" STORE "instance" INST
 {{- $registry := include "socialnetwork.registry" .root | fromYaml -}}
 {{- $values := get .root.Values.stores .store -}}
 {{- $format := (get $registry.stores .store).addressFormat -}}
-{{- $pods := include "socialnetwork.storePods" . | int -}}
 {{- if not $values.enabled -}}
 {{- required (printf "stores.%s.external (or externalSecret.name) is required when stores.%s.enabled is false" .store .store) $values.external -}}
-{{- else if and (eq .store "redis") (eq (include "socialnetwork.redisMode" .root) "replicated") -}}
+{{- else -}}
+{{- $pods := include "socialnetwork.storePods" . | int -}}
+{{- if and (eq .store "redis") (eq (include "socialnetwork.redisMode" .) "replicated") -}}
 {{- include "socialnetwork.podAddresses" (merge (dict "from" 0 "to" 1) .) -}}
 {{- else if gt $pods 1 -}}
 {{- include "socialnetwork.podAddresses" (merge (dict "from" 0 "to" $pods) .) -}}
 {{- else -}}
 {{- printf $format .instance -}}
+{{- end -}}
 {{- end -}}
 {{- end }}
 
@@ -183,7 +211,7 @@ STORE "instance" INSTANCE).
   value: {{ replace "://" $login (include "socialnetwork.storeAddress" .) | quote }}
 {{- end }}
 {{- if eq .store "redis" }}
-{{- $mode := include "socialnetwork.redisMode" .root }}
+{{- $mode := include "socialnetwork.redisMode" . }}
 {{- if ne $mode "standalone" }}
 - name: {{ $registry.redisModes.modeEnv }}
   value: {{ $mode }}
@@ -386,4 +414,14 @@ lifecycle:
 {{/* A number from values as the command line wants it: 1000000, not 1e+06. */}}
 {{- define "socialnetwork.number" -}}
 {{- if eq (float64 .) (float64 (int64 .)) }}{{ int64 . }}{{ else }}{{ . }}{{ end -}}
+{{- end }}
+
+{{/* nginx.conf: files/nginx.conf (generated) with gateway.workerProcesses, checked. */}}
+{{- define "socialnetwork.nginxConf" -}}
+{{- $workers := .Values.gateway.workerProcesses -}}
+{{- $workers = ternary "auto" (toString $workers) (kindIs "invalid" $workers) -}}
+{{- if not (regexMatch "^(auto|[1-9][0-9]*)$" $workers) -}}
+{{- fail (printf "gateway.workerProcesses: %q is not auto or a count of 1 or more" $workers) -}}
+{{- end -}}
+{{- regexReplaceAll "(?m)^worker_processes [^;]*;" (.Files.Get "files/nginx.conf") (printf "worker_processes %s;" $workers) -}}
 {{- end }}
