@@ -72,11 +72,13 @@ def _image(name: str, official: str) -> str:
     return f"${{{image_env(name)}:-{official}}}"
 
 
-def _healthy(*names: str) -> dict[str, dict[str, str]]:
+def healthy(*names: str) -> dict[str, dict[str, str]]:
+    """``depends_on`` entries: each of ``names`` started and healthy."""
     return {name: {"condition": "service_healthy"} for name in names}
 
 
-def _socialbench(command: list[str], **extra: Any) -> dict[str, Any]:
+def socialbench_container(command: list[str], **extra: Any) -> dict[str, Any]:
+    """A container of the socialbench image running ``command``."""
     return {"image": IMAGE, "build": dict(BUILD), "command": Inline(command), **extra}
 
 
@@ -109,7 +111,7 @@ SECRET_VALUE = (f"${{{stack_spec.SECRET_ENV}:?set {stack_spec.SECRET_ENV} to a r
 
 
 def _service(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, Any]:
-    service = _socialbench(
+    service = socialbench_container(
         stack_spec.service_command(spec, "${SOCIALBENCH_WORKERS:-1}"),
         env_file=[ENV_FILE],
         # From the caller's environment: tracing is off unless it sets the endpoint.
@@ -122,7 +124,7 @@ def _service(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, Any]:
         restart="unless-stopped",
     )
     if dependencies := _dependencies(spec, layout):
-        service["depends_on"] = _healthy(*dependencies)
+        service["depends_on"] = healthy(*dependencies)
     return service
 
 
@@ -139,22 +141,22 @@ def _gateway() -> dict[str, Any]:
                             f"http://127.0.0.1:{stack_spec.GATEWAY_PORT}/healthz"]),
             **HEALTH_TIMING,
         },
-        "depends_on": _healthy(*(spec.name for spec in registry.SERVICES)),
+        "depends_on": healthy(*(spec.name for spec in registry.SERVICES)),
         "restart": "unless-stopped",
     }
 
 
 def _seed() -> dict[str, Any]:
-    return _socialbench(
+    return socialbench_container(
         ["seed", "--url", stack_spec.GATEWAY_URL,
          "--graph", "${SOCIALBENCH_SEED_GRAPH:-synthetic}"],
-        depends_on=_healthy(stack_spec.GATEWAY_HOST),
+        depends_on=healthy(stack_spec.GATEWAY_HOST),
         restart="no",
     )
 
 
 def _driver() -> dict[str, Any]:
-    return _socialbench(
+    return socialbench_container(
         ["load", stack_spec.GATEWAY_URL,
          "--workload", "${SOCIALBENCH_LOAD_WORKLOAD:-mixed}",
          "--rate", "${SOCIALBENCH_LOAD_RATE:-500}",

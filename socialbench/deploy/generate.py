@@ -1,4 +1,5 @@
-"""Write (or check) every deployment file generated from the registry.
+"""Write (or check) every deployment file generated from the registry (and the big node's,
+from the sizing: socialbench/deploy/bignode.py).
 
     socialbench deploy generate   # after editing socialbench/registry.py
     socialbench deploy check      # exit 1 and name the stale files
@@ -9,13 +10,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from socialbench.deploy import GENERATE_COMMAND, compose, helm, stack_spec
+from socialbench.deploy import GENERATE_COMMAND, bignode, compose, helm, stack_spec
 
 
 def expected_files() -> dict[Path, str]:
     """Every generated file (absolute path) and the text it must hold."""
     out = {stack_spec.COMPOSE_DIR / name: text for name, text in compose.files().items()}
     out.update({stack_spec.CHART_DIR / name: text for name, text in helm.files().items()})
+    out.update({stack_spec.COMPOSE_DIR / name: text for name, text in bignode.files().items()})
+    out[stack_spec.CHART_DIR.parent / bignode.VALUES_FILE] = bignode.render_values()
     return out
 
 

@@ -209,6 +209,13 @@ def _share(reference: Reference, name: str) -> float:
     return max(shares, default=0.0)
 
 
+def largest_share(reference: Reference, name: str) -> float:
+    """Part ``name``'s largest share of the stack's CPU over the reference workloads (a
+    service, nginx, or a store instance by its name in a layout): what the big-node values
+    (socialbench/deploy/bignode.py) request CPU by."""
+    return _share(reference, name)
+
+
 def reference_shares(reference: Reference) -> dict[str, float]:
     """Each service's largest share of the stack's CPU over the reference workloads: what
     the registry's ``cpu_share`` keeps (tests/stack/test_sizing.py checks the two agree)."""

@@ -429,6 +429,22 @@ def test_an_instance_takes_its_own_settings_over_its_stores(render: Render) -> N
     assert "64" not in containers(statefulsets["post-storage-memcached"])[0]["args"]
 
 
+def test_a_stores_environment_reaches_its_containers_beside_the_password(
+        render: Render) -> None:
+    statefulsets = by_kind(render(
+        "--set", "stores.mongodb.env.GOMAXPROCS=29",
+        "--set", "stores.instances.post-storage-mongodb.env.GOMAXPROCS=8",
+        "--set", "stores.mongodb.auth.enabled=true"), "StatefulSet")
+    for name, statefulset in statefulsets.items():
+        container = containers(statefulset)[0]
+        expected = ({"GOMAXPROCS": "8" if name == "post-storage-mongodb" else "29",
+                     "MONGO_INITDB_ROOT_USERNAME": "root"}
+                    if name.endswith("-mongodb") else {})
+        assert env_of(container) == expected, name
+        if name.endswith("-mongodb"):
+            assert set(secret_refs(container)) == {"MONGO_INITDB_ROOT_PASSWORD"}
+
+
 @pytest.mark.parametrize(("setting", "message"), [
     ("stores.instances.mongodb.resources.requests.cpu=1",
      '"mongodb" is not an instance of the per-service layout'),

@@ -40,7 +40,7 @@ app.kubernetes.io/name: {{ .name }}
 {{- end }}
 
 {{/* The settings of one store instance ({root, instance}): its store's, with
-stores.instances.<instance name> over them (resources, extraArgs, persistence and
+stores.instances.<instance name> over them (resources, extraArgs, env, persistence and
 scheduling; a Redis instance also its own mode, replicas and cluster); an instance that is
 not in the layout, or a setting its store does not take, is refused. */}}
 {{- define "socialnetwork.storeInstanceValues" -}}
@@ -55,7 +55,7 @@ not in the layout, or a setting its store does not take, is refused. */}}
 {{- fail (printf "stores.instances: %q is not an instance of the %s layout (%s)" $name $layout (join ", " $names)) -}}
 {{- end -}}
 {{- $store := get $stores $name -}}
-{{- $settable := list "resources" "extraArgs" "persistence" "nodeSelector" "affinity" "tolerations" -}}
+{{- $settable := list "resources" "extraArgs" "env" "persistence" "nodeSelector" "affinity" "tolerations" -}}
 {{- $redisOnly := list "mode" "replicas" "cluster" -}}
 {{- range $key, $_ := $own -}}
 {{- if and (has $key $redisOnly) (ne $store "redis") -}}
