@@ -726,7 +726,10 @@ def supervise(config_path: Path) -> int:
     """Entry point of the supervisor process."""
     config = StackConfig.from_json(config_path.read_text())
     if config.cpus:
-        os.sched_setaffinity(0, config.cpus)
+        # An affinity is per thread: any thread an import already started keeps its own.
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(int(tid), config.cpus)
     return Supervisor(config).run()
 
 
