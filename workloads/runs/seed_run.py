@@ -83,6 +83,9 @@ def print_report(report: SeedReport, out: Console) -> None:
                       f"{whole.elapsed_s:,.1f} s" if whole else "",
                       f"{rate:,.0f}/s" if rate else "")
     out.print(table)
+    for kind, answer in report.answers.items():
+        out.print(f"  {kind}, the first answered: {answer or '(empty)'}", soft_wrap=True,
+                  markup=False, highlight=False)
 
 
 def run_seed(options: SeedOptions, console: Console) -> int:

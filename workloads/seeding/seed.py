@@ -59,6 +59,7 @@ from socialbench.workloads.seeding.patience import (
 )
 
 FORM = {"Content-Type": FORM_CONTENT_TYPE}
+SAMPLE_BYTES = 300  # of the first answer of each failure kind, shown with the counts
 # Requests in flight: enough to keep a small stack busy; 200 timed out composes on 2 cores.
 DEFAULT_CONCURRENCY = 32
 PHASES = ("users", "follows", "posts")
@@ -179,6 +180,7 @@ class SeedReport:
     resumed: bool = False
     already_done: bool = False
     retried: dict[str, Counter[str]] = field(default_factory=dict)  # "not yet", sent again
+    answers: dict[str, str] = field(default_factory=dict)  # the first of each failure kind
     unavailable: str | None = None  # why the seeding stopped: the front end seemed down
 
     @property
@@ -332,6 +334,10 @@ class Executor(Protocol):
         """The answers that said "not yet" and were sent again, by kind, so far."""
         ...
 
+    def answers(self) -> dict[str, str]:
+        """The first answer of each failure kind (its body, or the error), to show."""
+        ...
+
 
 async def post_all(
     session: aiohttp.ClientSession,
@@ -363,21 +369,27 @@ async def post_all(
 
 
 async def _post(session: aiohttp.ClientSession, url: str, body: str,
-                exists_status: int | None) -> str:
-    """One form POST: ``ok``, ``exists`` (the status that says so) or the failure."""
+                exists_status: int | None, samples: dict[str, str] | None = None) -> str:
+    """One form POST: ``ok``, ``exists`` (the status that says so) or the failure (the
+    first answer of each failure kind kept in ``samples``)."""
     try:
         async with session.post(url, data=body.encode(), headers=FORM) as response:
-            await response.read()
+            answer = await response.read()
             if response.status == 200:
                 return OK
             if response.status == exists_status:
                 return EXISTS
-            return f"http {response.status}"
+            kind = f"http {response.status}"
+            detail = answer[:SAMPLE_BYTES].decode(errors="replace")
     except (aiohttp.ClientError, TimeoutError) as exc:
+        kind = type(exc).__name__
         if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error,
                                                                          socket.gaierror):
-            return "ClientConnectorDNSError"  # aiohttp 3.11's name: a failure, not "not yet"
-        return type(exc).__name__
+            kind = "ClientConnectorDNSError"  # aiohttp 3.11's name: a failure, not "not yet"
+        detail = str(exc)
+    if samples is not None and kind not in samples:
+        samples[kind] = " ".join(detail.split())
+    return kind
 
 
 # A compose answered 504 by nginx may still land (its read timeout passed, not the
@@ -398,6 +410,7 @@ class ApiExecutor:
         self.batch = dict.fromkeys(PHASES, 1)
         self.timeout_s = timeout_s
         self.patience = patience or Patience()
+        self.samples: dict[str, str] = {}  # the first answer of each failure kind
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -419,7 +432,7 @@ class ApiExecutor:
         url = self.base_url + path
 
         def send(body: str) -> Callable[[], Awaitable[str]]:
-            return lambda: _post(self.session, url, body, exists_status)
+            return lambda: _post(self.session, url, body, exists_status, self.samples)
 
         outcomes = await asyncio.gather(*(self.patience.attempt(send(body), retry_on)
                                           for body in bodies))
@@ -427,6 +440,9 @@ class ApiExecutor:
 
     def retried(self) -> Counter[str]:
         return self.patience.retried
+
+    def answers(self) -> dict[str, str]:
+        return self.samples
 
     def unavailable(self) -> str | None:
         gave_up = self.patience.gave_up
@@ -561,6 +577,9 @@ class BulkExecutor:
 
     def retried(self) -> Counter[str]:
         return Counter()
+
+    def answers(self) -> dict[str, str]:
+        return {}
 
 
 def _counted(outcomes: Iterable[Any], ok: Callable[[Any], bool] | None = None
@@ -804,6 +823,7 @@ async def run_seeding(plan: SeedPlan, executor: Executor, state: SeedState, *,
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+        report.answers = dict(executor.answers())
         await executor.close()
     if all(phase.complete for phase in state.record.phases.values()):
         state.record.complete = True

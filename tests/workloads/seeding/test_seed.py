@@ -139,6 +139,9 @@ class Recording:
     def retried(self) -> Counter[str]:
         return Counter()
 
+    def answers(self) -> dict[str, str]:
+        return {}
+
 
 def run(plan: SeedPlan, executor: Recording, state_path: Path | None,
         restart: bool = False) -> seed.SeedReport:

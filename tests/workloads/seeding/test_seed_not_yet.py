@@ -202,6 +202,7 @@ def test_a_front_end_that_stays_down_fails_clearly_after_the_limit(tmp_path: Pat
     assert (f"error: the front end {url} answered nothing but http 502 (" in text
             and "(--retry-for 3 s). Is the stack up and healthy?" in text), text
     assert took < 30, text
+    assert "http 502, the first answered: <html> <head><title>502 Bad Gateway" in text, text
     record = SeedState.read(tmp_path / "state.json")
     assert record is not None and not record.complete
     assert record.phases["users"].done == [] and record.phases["follows"].done == []
