@@ -66,11 +66,11 @@ def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list
 
 
 def print_report(report: SeedReport, out: Console) -> None:
-    """Each phase's items, done, already there, failed, sent again ("not yet"), time and
-    rate."""
+    """Each phase's items, done, already there, failed, retried (answered "not yet", sent
+    again), time and rate; the first answer of each failure kind."""
     record = report.record
-    table = Table("phase", "items", "ok", "already there", "failed", "not yet, sent again",
-                  "time", "rate")
+    table = Table("phase", "items", "ok", "already there", "failed", "retried", "time",
+                  "rate")
     for phase, counts in report.counts.items():
         failed = {k: n for k, n in counts.items() if k not in ("ok", "exists")}
         retried = report.retried.get(phase) or Counter()
