@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -143,61 +144,98 @@ def ready_since(pod: dict[str, Any]) -> float | None:
     return None
 
 
-def deleted_pod_replaced_under_load(cluster: Cluster) -> None:
-    """The only home-timeline pod deleted 12 s into 100 req/s of the mixed load: replaced,
-    errors only from the deletion to the replacement Ready + 4 s, the load going on 10 s
-    past that with none whatever the replacement took (replacement.ReplacementWindow), the
-    tail back, the stores consistent and no post lost."""
-    posts_before = post_ids(cluster)
-    selector = "app.kubernetes.io/name=home-timeline"
+@dataclass
+class Deletion:
+    """One pod of a Deployment deleted under load: the load's result and, in seconds after
+    the load's start (its timeline's), the deletion, the replacement's Ready (the API's
+    condition) and the deleted pod's end."""
+
+    result: LoadResult
+    old: dict[str, Any]
+    new: dict[str, Any]
+    deleted_s: float
+    ready_s: float
+    gone_s: float
+
+    @property
+    def window(self) -> ReplacementWindow:
+        return ReplacementWindow(deleted_s=self.deleted_s, ready_s=self.ready_s)
+
+    def errors_by_second(self) -> list[tuple[int, int]]:
+        return [(s.second, s.errors) for s in self.result.timeline if s.errors]
+
+
+def delete_under_load(cluster: Cluster, name: str, *, quiet_after_gone_s: float = 10.0
+                      ) -> Deletion:
+    """A pod of Deployment ``name`` deleted 12 s into DELETION_RATE req/s of the mixed
+    load; the load goes on until 10 s past its replacement's Ready + 4 s
+    (ReplacementWindow), at least MIN_LOAD_S, and ``quiet_after_gone_s`` past the deleted
+    pod's end (its drain), then stops."""
+    selector = f"app.kubernetes.io/name={name}"
+    before = {p["metadata"]["name"]: p for p in cluster.pods(selector)}
     results: list[LoadResult] = []
     stop = threading.Event()
     driver = threading.Thread(target=lambda: results.append(load(
         cluster.front_end(), rate=DELETION_RATE, duration_s=DELETION_LOAD_MAX_S, stop=stop)))
     driver.start()
     time.sleep(12)
-    (old,) = cluster.pods(selector)
+    old = sorted(before.values(), key=lambda p: p["metadata"]["name"])[0]
     deleted_at = time.time()
     cluster.kubectl("delete", "pod", old["metadata"]["name"], "--wait=false")
     new: dict[str, Any] | None = None
-    seen_ready_at = None
-    while driver.is_alive() and seen_ready_at is None:
-        for pod in cluster.pods(selector):
-            if pod["metadata"]["name"] != old["metadata"]["name"] and ready_since(pod):
-                new, seen_ready_at = pod, time.time()
+    seen_ready_at = gone_at = None
+    while driver.is_alive() and (seen_ready_at is None or gone_at is None):
+        pods = {p["metadata"]["name"]: p for p in cluster.pods(selector)}
         if seen_ready_at is None:
-            assert time.time() - deleted_at < REPLACED_WITHIN_S, (
-                f"no replacement Ready {REPLACED_WITHIN_S:.0f} s after the deletion:\n"
-                + cluster.kubectl("get", "pods", "-o", "wide"))
-            time.sleep(1)
-    # The load goes on until Ready + settle + quiet (and at least MIN_LOAD_S), then stops.
-    if seen_ready_at is not None:
-        stop_at = max(seen_ready_at + SETTLE_S + QUIET_S + 2, deleted_at + MIN_LOAD_S - 12)
+            for pod_name, pod in pods.items():
+                if pod_name not in before and ready_since(pod):
+                    new, seen_ready_at = pod, time.time()
+        if gone_at is None and old["metadata"]["name"] not in pods:
+            gone_at = time.time()
+        assert time.time() - deleted_at < REPLACED_WITHIN_S, (
+            f"no replacement Ready, or the deleted pod still there, {REPLACED_WITHIN_S:.0f} s "
+            f"after the deletion:\n" + cluster.kubectl("get", "pods", "-o", "wide"))
+        time.sleep(1)
+    if seen_ready_at is not None and gone_at is not None:
+        stop_at = max(seen_ready_at + SETTLE_S + QUIET_S + 2, gone_at + quiet_after_gone_s,
+                      deleted_at + MIN_LOAD_S - 12)
         while driver.is_alive() and time.time() < stop_at:
             time.sleep(0.2)
     stop.set()
     driver.join(120)
     (result,) = results
-    assert new is not None and seen_ready_at is not None, "the replacement not Ready in time"
-    assert [p["metadata"]["name"] for p in cluster.pods(selector)
-            if p["status"]["phase"] == "Running"] == [new["metadata"]["name"]]
+    assert new is not None and seen_ready_at is not None and gone_at is not None, (
+        "the load ended before the replacement was Ready and the deleted pod gone")
+    ready_at = ready_since(new)
+    assert ready_at is not None
+    start = result.started_at.timestamp()
+    return Deletion(result, old, new, deleted_at - start, ready_at - start, gone_at - start)
+
+
+def deleted_pod_replaced_under_load(cluster: Cluster) -> None:
+    """The only home-timeline pod deleted 12 s into 100 req/s of the mixed load: replaced,
+    errors only from the deletion to the replacement Ready + 4 s, the load going on 10 s
+    past that with none whatever the replacement took (replacement.ReplacementWindow), the
+    tail back, the stores consistent and no post lost."""
+    posts_before = post_ids(cluster)
+    deletion = delete_under_load(cluster, "home-timeline")
+    result, window = deletion.result, deletion.window
+    running = [p["metadata"]["name"] for p in cluster.pods("app.kubernetes.io/name=home-timeline")
+               if p["status"]["phase"] == "Running"]
+    assert running == [deletion.new["metadata"]["name"]]
 
     # The old pod serves through its drain (drainSeconds, 10) while the new one starts; a
     # replacement slower to be Ready than the drain leaves its Service no pod between
-    # the two (docs/deploy.md, "A deleted pod"). Times from the driver's start.
-    start = result.started_at.timestamp()
-    ready_at = ready_since(new)
-    assert ready_at is not None
-    window = ReplacementWindow(deleted_s=deleted_at - start, ready_s=ready_at - start)
+    # the two (docs/deploy.md, "A deleted pod").
     timeline = [(s.second, s.errors) for s in result.timeline]
-    errors = [s.second for s in result.timeline if s.errors]
     print(f"home-timeline pod deleted under load at {window.deleted_s:.1f} s (on "
-          f"{old['spec']['nodeName']}), its replacement on {new['spec']['nodeName']} Ready "
-          f"{window.ready_s - window.deleted_s:.1f} s later (seen "
-          f"{seen_ready_at - deleted_at:.1f} s); errors allowed until "
-          f"{window.allowed_until_s:.1f} s, the load until {timeline[-1][0]} s (at least "
-          f"{window.load_until_s:.1f}): {result.errors.total} errors ({result.errors}) in "
-          f"seconds {errors}")
+          f"{deletion.old['spec']['nodeName']}), its replacement on "
+          f"{deletion.new['spec']['nodeName']} Ready {window.ready_s - window.deleted_s:.1f} s "
+          f"later, the deleted pod gone {deletion.gone_s - window.deleted_s:.1f} s after; "
+          f"errors allowed until {window.allowed_until_s:.1f} s, the load until "
+          f"{timeline[-1][0]} s (at least {window.load_until_s:.1f}): "
+          f"{result.errors.total} errors ({result.errors}) in seconds "
+          f"{deletion.errors_by_second()}")
     problems = window.problems(timeline)
     assert not problems, problems
     last = [s for s in result.timeline if s.second in window.quiet_seconds(timeline)][-10:]
