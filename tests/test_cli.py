@@ -206,3 +206,16 @@ def test_cache_protocol_takes_memtiers_names_and_short_ones() -> None:
     for args, message in refused:
         done = runner.invoke(app, args)
         assert done.exit_code == 2 and message in " ".join(done.output.split()), done.output
+
+
+def test_the_cli_starts_without_matplotlib() -> None:
+    # Every service container runs `socialbench serve`: matplotlib's import (and, in a new
+    # container, its font cache: minutes under QEMU) is only for the commands that plot.
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, socialbench.cli, socialbench.cli.__main__; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"],
+        capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    assert loaded == "[]"

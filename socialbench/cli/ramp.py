@@ -220,6 +220,10 @@ def ramp(
             "repeat", repeat)
         sla, max_errors = values.get("sla", sla), values.get("max_errors", max_errors)
         stop_after_declines = values.get("stop_after_declines", stop_after_declines)
+    if refine and stop_after_declines:
+        raise typer.BadParameter("--refine bisects below the first failed step, and with "
+                                 "--stop-after-declines no failed step stops the ramp",
+                                 param_hint="--refine")
     console = Console(highlight=False)
     profile = QUICK if quick else FULL
     step_s = duration(step_duration or profile["step_duration"], "--step-duration")

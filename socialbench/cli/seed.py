@@ -13,10 +13,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, run
+from socialbench.cli.options import DEFAULT_DATA_DIR, DataDir, duration, run
 from socialbench.stack.local import LocalStack
 from socialbench.workloads.runs.seed_run import SeedOptions, run_seed
 from socialbench.workloads.seeding import graph as graphs
+from socialbench.workloads.seeding.patience import DEFAULT_RETRY_FOR_S
 from socialbench.workloads.seeding.seed import (
     DEFAULT_CONCURRENCY,
     STATE_FILE,
@@ -25,6 +26,7 @@ from socialbench.workloads.seeding.seed import (
 )
 
 console = Console()
+DEFAULT_RETRY_FOR = f"{DEFAULT_RETRY_FOR_S:g}s"
 
 
 def seed_command(
@@ -43,6 +45,11 @@ def seed_command(
         "call (for 100k+ users and millions of posts).")] = SeedPath.API,
     concurrency: Annotated[int, typer.Option(
         min=1, help="Requests in flight (--path api).")] = DEFAULT_CONCURRENCY,
+    retry_for: Annotated[str, typer.Option(
+        help="--path api: an item the front end answers 'not yet' (502, 503, 504, "
+             "connection refused: a stack still coming up) is sent again, with backoff, "
+             "for up to this long; when nothing else is answered for this long the "
+             "seeding stops.")] = DEFAULT_RETRY_FOR,
     seed_value: Annotated[int, typer.Option("--seed", help="RNG seed (graph and posts).")] = 1,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     state: Annotated[Path | None, typer.Option(
@@ -70,5 +77,6 @@ def seed_command(
     options = SeedOptions(
         target=target, graph=social_graph, source=graph, data_dir=data_dir,
         state_path=state_path, posts_per_user=posts_per_user, path=path,
-        concurrency=concurrency, seed_value=seed_value, restart=restart)
+        concurrency=concurrency, seed_value=seed_value, restart=restart,
+        retry_for_s=duration(retry_for, "--retry-for"))
     run(lambda: run_seed(options, console), console, soft_wrap=True)

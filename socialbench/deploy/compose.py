@@ -14,6 +14,8 @@ lookups failed while containers came and went (docs/deploy.md).
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from socialbench import registry
@@ -72,6 +74,14 @@ def _image(name: str, official: str) -> str:
     return f"${{{image_env(name)}:-{official}}}"
 
 
+def healthcheck(argv: Sequence[str]) -> dict[str, Any]:
+    """A healthcheck running ``argv``: as one shell line (``CMD-SHELL``, ``/bin/sh -c``),
+    quoted. Not ``CMD`` and its list: podman's Docker API (4.3) splits each of its items
+    at spaces, which made ``bash -c SCRIPT`` into ``bash -c exec ...``, a check that
+    passed at once, so every service counted as healthy before it listened (issue 48)."""
+    return {"test": Inline(["CMD-SHELL", shlex.join(argv)]), **HEALTH_TIMING}
+
+
 def healthy(*names: str) -> dict[str, dict[str, str]]:
     """``depends_on`` entries: each of ``names`` started and healthy."""
     return {name: {"condition": "service_healthy"} for name in names}
@@ -88,7 +98,7 @@ def _store(instance: StoreInstance) -> dict[str, Any]:
         # Every instance of a store runs its store's image (one variable picks it).
         "image": _image(store.name, store.image),
         "command": Inline(store.command),
-        "healthcheck": {"test": Inline(["CMD", *store.healthcheck]), **HEALTH_TIMING},
+        "healthcheck": healthcheck(store.healthcheck),
         "restart": "unless-stopped",
     }
     if store.data_dir:
@@ -119,8 +129,7 @@ def _service(spec: registry.ServiceSpec, layout: StoreLayout) -> dict[str, Any]:
                      **{name: f"${{{name}:-{default}}}"
                         for name, default in stack_spec.TRACING_DEFAULTS.items()},
                      stack_spec.SECRET_ENV: SECRET_VALUE},
-        healthcheck={"test": Inline(["CMD", *stack_spec.http_healthcheck(spec.port)]),
-                     **HEALTH_TIMING},
+        healthcheck=healthcheck(stack_spec.http_healthcheck(spec.port)),
         restart="unless-stopped",
     )
     if dependencies := _dependencies(spec, layout):
@@ -136,11 +145,8 @@ def _gateway() -> dict[str, Any]:
                   f"${{SOCIALBENCH_MEDIA_PORT:-{stack_spec.MEDIA_PORT}}}:{stack_spec.MEDIA_PORT}"],
         "volumes": [f"./{NGINX_FILE}:/etc/nginx/nginx.conf:ro",
                     f"../gateway/pages:{stack_spec.PAGES_DIR}:ro"],
-        "healthcheck": {
-            "test": Inline(["CMD", "wget", "-q", "-O", "/dev/null",
-                            f"http://127.0.0.1:{stack_spec.GATEWAY_PORT}/healthz"]),
-            **HEALTH_TIMING,
-        },
+        "healthcheck": healthcheck(["wget", "-q", "-O", "/dev/null",
+                                    f"http://127.0.0.1:{stack_spec.GATEWAY_PORT}/healthz"]),
         "depends_on": healthy(*(spec.name for spec in registry.SERVICES)),
         "restart": "unless-stopped",
     }
@@ -149,7 +155,9 @@ def _gateway() -> dict[str, Any]:
 def _seed() -> dict[str, Any]:
     return socialbench_container(
         ["seed", "--url", stack_spec.GATEWAY_URL,
-         "--graph", "${SOCIALBENCH_SEED_GRAPH:-synthetic}"],
+         "--graph", "${SOCIALBENCH_SEED_GRAPH:-synthetic}",
+         # A service gone since nginx was healthy (restarted, slow under emulation).
+         "--retry-for", "${SOCIALBENCH_SEED_RETRY_FOR:-10m}"],
         depends_on=healthy(stack_spec.GATEWAY_HOST),
         restart="no",
     )

@@ -294,9 +294,23 @@ def test_seed_job_waits_for_every_service_then_seeds_through_nginx(render: Rende
         assert f"http://{spec.name}:{spec.port}/healthz" in wait
     args = pod_spec(seed)["containers"][0]["args"]
     assert args[:3] == ["seed", "--url", stack.GATEWAY_URL]
+    # nginx not yet Ready behind its Service: each item sent again as long as the wait.
+    assert args[args.index("--retry-for") + 1] == "600s"
     # Changing what it runs renames it, so `helm upgrade` never patches a Job.
     other = by_kind(render("--set", "seed.graph=synthetic:100"), "Job")
     assert seed["metadata"]["name"] not in other
+
+
+def test_a_deleted_pod_drains_then_has_its_shutdown_before_it_is_killed(render: Render
+                                                                       ) -> None:
+    for drain in (10, 45):
+        deployments = by_kind(render("--set", f"drainSeconds={drain}"), "Deployment")
+        for name in [spec.name for spec in registry.SERVICES] + [stack.GATEWAY_HOST]:
+            spec = pod_spec(deployments[name])
+            (container,) = (c for c in spec["containers"] if c["name"] == name)
+            assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(drain)]
+            # Kubernetes' default 30 s would kill a 45 s drain before its end.
+            assert spec["terminationGracePeriodSeconds"] == drain + 30, name
 
 
 def test_locust_is_optional(render: Render) -> None:

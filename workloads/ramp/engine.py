@@ -559,7 +559,9 @@ class Ramp:
                 last_pass = step
             if config.max_rate is not None and rate >= config.max_rate:
                 run.stop_reason = StopReason.MAX_RATE
-                run.stop_detail = f"{rate:,.6g} req/s (--max-rate) held the SLA"
+                run.stop_detail = (f"{rate:,.6g} req/s (--max-rate)"
+                                   if config.stop_after_declines is not None else
+                                   f"{rate:,.6g} req/s (--max-rate) held the SLA")
                 break
             rate += config.step_rate
             if config.max_rate is not None:

@@ -1,6 +1,7 @@
 """``ramp --plan``: the steps a ramp will offer and the time it will take, before any load.
 
-A ramp stops at its first failed step, which nobody knows beforehand, so the plan gives,
+A ramp stops at its first failed step (or, with ``stop_after_declines``, after that many
+declines in a row: :func:`stop_rule`), which nobody knows beforehand, so the plan gives,
 for each step it may reach, the time of the whole run if it stops there: every repeat,
 each step's start, warm-up, window, pause and calibration, and the bisection and
 confirmation of ``--refine``. Waits for the target to go idle are not counted (zero on an
@@ -50,10 +51,7 @@ class RampPlan:
             "pause and calibration)"
             + (f"; then, per repeat, bisection and a {config.confirm_duration:g} s "
                f"confirmation (about {self.refine_s:,.0f} s)" if config.refine else ""),
-            "The ramp stops at the first failed step"
-            + (f" (or after {config.stop_after_declines} declines in a row)"
-               if config.stop_after_declines else "")
-            + "; if that is step N, the whole run takes:",
+            stop_rule(config) + "; if it stops at step N, the whole run takes:",
         ]
         shown = self.steps if len(self.steps) <= SHOWN_STEPS else [
             *self.steps[: SHOWN_STEPS - 1], self.steps[-1]]
@@ -66,6 +64,18 @@ class RampPlan:
                      f"{config.max_steps}" + (f", --max-rate {config.max_rate:,.6g}"
                                               if config.max_rate else "") + "). No load sent.")
         return lines
+
+
+def stop_rule(config: RampConfig) -> str:
+    """When the ramp ``config`` runs stops, in the words of engine.Ramp._ramp."""
+    limits = f"--max-steps {config.max_steps}" + (
+        f" or --max-rate {config.max_rate:,.6g}" if config.max_rate else "")
+    if config.stop_after_declines:
+        return (f"The ramp stops after {config.stop_after_declines} declines in a row (steps "
+                "whose achieved req/s fell below the step before's) or at " + limits
+                + "; a failed step (SLA, errors, achieved rate) does not stop it, and the "
+                "answer is the highest step that passed")
+    return "The ramp stops at its first failed step (SLA, errors, achieved rate) or at " + limits
 
 
 def _bisections(config: RampConfig) -> int:

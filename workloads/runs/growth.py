@@ -23,7 +23,6 @@ from socialbench.stack.local import LocalStack
 from socialbench.stack.store_stats import memcached_counters, store_figures
 from socialbench.workloads.probes import machine
 from socialbench.workloads.probes.memory import MemoryRecord
-from socialbench.workloads.reports.growth_report import build_grow_report
 from socialbench.workloads.reports.live import print_headline
 from socialbench.workloads.results.files import bundle_dir
 from socialbench.workloads.results.growth import (
@@ -126,6 +125,9 @@ def run_grow(job: RampJob, stack: LocalStack, levels: list[int], *, users: int,
     done = run_levels(levels, count_posts=lambda: store_figures(config).posts,
                       add_posts=add_posts(stack, users, seed_value, console),
                       measure=measure, on_level=writer.add)
+    # matplotlib: imported only when run (every command, `serve` too, starts without it)
+    from socialbench.workloads.reports.growth_report import build_grow_report
+
     report = build_grow_report(writer.directory)
     print_curve(done, console)
     console.print(f"Curve: {report}")

@@ -10,6 +10,7 @@ A seeding that fails raises :class:`~socialbench.workloads.seeding.seed.SeedErro
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from socialbench.stack.local import LocalStack
 from socialbench.workloads.probes.memory import cache_warning, memory_warning
 from socialbench.workloads.runs.local import bulk_executor, stack_rss
 from socialbench.workloads.seeding.graph import Graph
+from socialbench.workloads.seeding.patience import DEFAULT_RETRY_FOR_S, seconds_text
 from socialbench.workloads.seeding.seed import (
     DEFAULT_CONCURRENCY,
     Executor,
@@ -46,6 +48,7 @@ class SeedOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     seed_value: int = 1
     restart: bool = False
+    retry_for_s: float = DEFAULT_RETRY_FOR_S  # --path api: items answered "not yet", again
 
 
 def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list[str]:
@@ -63,19 +66,26 @@ def seed_memory_warnings(dataset: SeedDataset, stack: LocalStack | None) -> list
 
 
 def print_report(report: SeedReport, out: Console) -> None:
-    """Each phase's items, done, already there, failed, time and rate."""
+    """Each phase's items, done, already there, failed, retried (answered "not yet", sent
+    again), time and rate; the first answer of each failure kind."""
     record = report.record
-    table = Table("phase", "items", "ok", "already there", "failed", "time", "rate")
+    table = Table("phase", "items", "ok", "already there", "failed", "retried", "time",
+                  "rate")
     for phase, counts in report.counts.items():
         failed = {k: n for k, n in counts.items() if k not in ("ok", "exists")}
+        retried = report.retried.get(phase) or Counter()
         whole = record.phases[phase] if record is not None else None
         rate = whole.rate() if whole is not None else None
         table.add_row(phase, f"{whole.items:,}" if whole else "", f"{counts['ok']:,}",
                       f"{counts['exists']:,}",
                       ", ".join(f"{k}: {n}" for k, n in failed.items()) or "0",
+                      ", ".join(f"{k}: {n}" for k, n in retried.items()) or "0",
                       f"{whole.elapsed_s:,.1f} s" if whole else "",
                       f"{rate:,.0f}/s" if rate else "")
     out.print(table)
+    for kind, answer in report.answers.items():
+        out.print(f"  {kind}, the first answered: {answer or '(empty)'}", soft_wrap=True,
+                  markup=False, highlight=False)
 
 
 def run_seed(options: SeedOptions, console: Console) -> int:
@@ -89,7 +99,11 @@ def run_seed(options: SeedOptions, console: Console) -> int:
     how = "one way" if social_graph.directed else "both ways"
     console.print(f"Seeding {social_graph.name}: {dataset.users:,} users, "
                   f"{dataset.edges:,} edges (followed {how}: {dataset.follows:,} follows), "
-                  f"{dataset.posts:,} posts into {target} (--path {path.value})")
+                  f"{dataset.posts:,} posts into {target} (--path {path.value})"
+                  + ("" if path is SeedPath.BULK else
+                     f"; an item answered 'not yet' (502, 503, 504, no connection) is sent "
+                     f"again for up to {seconds_text(options.retry_for_s)} (--retry-for)"),
+                  soft_wrap=True)
     for warning in seed_memory_warnings(dataset, stack if stack.serves(target) else None):
         console.print(f"[bold yellow]warning[/]: {warning}", soft_wrap=True)
     executor: Executor | None = (bulk_executor(stack, options.state_path)
@@ -97,6 +111,7 @@ def run_seed(options: SeedOptions, console: Console) -> int:
     try:
         report = asyncio.run(seed(target, social_graph, posts_per_user=options.posts_per_user,
                                   concurrency=options.concurrency,
+                                  retry_for_s=options.retry_for_s,
                                   seed_value=options.seed_value, source=options.source,
                                   executor=executor, state_path=options.state_path,
                                   restart=options.restart, console=console))
@@ -115,6 +130,11 @@ def run_seed(options: SeedOptions, console: Console) -> int:
     if record is not None and record.complete:
         console.print(f"Seeded with --path {record.path.value} in {record.runs} run(s): "
                       f"{record.summary()}", soft_wrap=True)
+    if report.unavailable is not None:
+        console.print(f"[bold red]error[/]: {report.unavailable}. Is the stack up and "
+                      "healthy? The seeding stopped; run the same command again once it "
+                      "serves (what was done is kept).", soft_wrap=True)
+        return 1
     if report.failures:
         console.print("Some items failed: run the same command again to retry them.")
         return 1

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import signal
+import socket
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -51,8 +52,14 @@ from socialbench.workloads.definitions.socialnetwork import (
 )
 from socialbench.workloads.seeding import graph as graphs
 from socialbench.workloads.seeding.graph import Graph
+from socialbench.workloads.seeding.patience import (
+    DEFAULT_RETRY_FOR_S,
+    NOT_YET,
+    Patience,
+)
 
 FORM = {"Content-Type": FORM_CONTENT_TYPE}
+SAMPLE_BYTES = 300  # of the first answer of each failure kind, shown with the counts
 # Requests in flight: enough to keep a small stack busy; 200 timed out composes on 2 cores.
 DEFAULT_CONCURRENCY = 32
 PHASES = ("users", "follows", "posts")
@@ -112,6 +119,9 @@ class PhaseRecord(BaseModel):
     done: list[int] = Field(default_factory=list)
     started: list[int] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
+    retried: dict[str, int] = Field(
+        default_factory=dict, description="Answers that said 'not yet' (502, 503, 504, no "
+        "connection), by kind: the item was sent again.")
     elapsed_s: float = 0.0
 
     @property
@@ -132,6 +142,9 @@ class SeedRecord(BaseModel):
     dataset: SeedDataset
     path: SeedPath
     target: str = Field(description="The front end (api) or the stack (bulk) seeded.")
+    retry_for_s: float | None = Field(
+        default=None, description="api: how long an item was sent again while the front "
+        "end answered 'not yet' (--retry-for); None: bulk, or a record from before it.")
     phases: dict[str, PhaseRecord]
     complete: bool = False
     runs: int = Field(default=1, description="Runs it took (more: it was interrupted).")
@@ -166,6 +179,9 @@ class SeedReport:
     record: SeedRecord | None = None
     resumed: bool = False
     already_done: bool = False
+    retried: dict[str, Counter[str]] = field(default_factory=dict)  # "not yet", sent again
+    answers: dict[str, str] = field(default_factory=dict)  # the first of each failure kind
+    unavailable: str | None = None  # why the seeding stopped: the front end seemed down
 
     @property
     def failures(self) -> int:
@@ -310,6 +326,18 @@ class Executor(Protocol):
 
     def chunk_done(self, chunk: int) -> None: ...
 
+    def unavailable(self) -> str | None:
+        """Why the target is taken for down (the seeding stops), or None."""
+        ...
+
+    def retried(self) -> Counter[str]:
+        """The answers that said "not yet" and were sent again, by kind, so far."""
+        ...
+
+    def answers(self) -> dict[str, str]:
+        """The first answer of each failure kind (its body, or the error), to show."""
+        ...
+
 
 async def post_all(
     session: aiohttp.ClientSession,
@@ -341,31 +369,48 @@ async def post_all(
 
 
 async def _post(session: aiohttp.ClientSession, url: str, body: str,
-                exists_status: int | None) -> str:
-    """One form POST: ``ok``, ``exists`` (the status that says so) or the failure."""
+                exists_status: int | None, samples: dict[str, str] | None = None) -> str:
+    """One form POST: ``ok``, ``exists`` (the status that says so) or the failure (the
+    first answer of each failure kind kept in ``samples``)."""
     try:
         async with session.post(url, data=body.encode(), headers=FORM) as response:
-            await response.read()
+            answer = await response.read()
             if response.status == 200:
                 return OK
             if response.status == exists_status:
                 return EXISTS
-            return f"http {response.status}"
+            kind = f"http {response.status}"
+            detail = answer[:SAMPLE_BYTES].decode(errors="replace")
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return type(exc).__name__
+        kind = type(exc).__name__
+        if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error,
+                                                                         socket.gaierror):
+            kind = "ClientConnectorDNSError"  # aiohttp 3.11's name: a failure, not "not yet"
+        detail = str(exc)
+    if samples is not None and kind not in samples:
+        samples[kind] = " ".join(detail.split())
+    return kind
+
+
+# A compose answered 504 by nginx may still land (its read timeout passed, not the
+# compose): sent again it could land twice, so for posts a 504 is a failure.
+POSTS_NOT_YET = NOT_YET - {"http 504"}
 
 
 class ApiExecutor:
-    """Through the front end: one request per item."""
+    """Through the front end: one request per item, each sent again while the front end
+    answers "not yet" (:class:`~socialbench.workloads.seeding.patience.Patience`)."""
 
     path = SeedPath.API
 
     def __init__(self, base_url: str, concurrency: int = DEFAULT_CONCURRENCY,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, patience: Patience | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.in_flight = concurrency
         self.batch = dict.fromkeys(PHASES, 1)
         self.timeout_s = timeout_s
+        self.patience = patience or Patience()
+        self.samples: dict[str, str] = {}  # the first answer of each failure kind
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -382,11 +427,26 @@ class ApiExecutor:
         assert self._session is not None, "start() first"
         return self._session
 
-    async def _each(self, path: str, bodies: list[str], exists_status: int | None
-                    ) -> Counter[str]:
-        outcomes = await asyncio.gather(*(_post(self.session, self.base_url + path, body,
-                                                exists_status) for body in bodies))
+    async def _each(self, path: str, bodies: list[str], exists_status: int | None,
+                    retry_on: frozenset[str] = NOT_YET) -> Counter[str]:
+        url = self.base_url + path
+
+        def send(body: str) -> Callable[[], Awaitable[str]]:
+            return lambda: _post(self.session, url, body, exists_status, self.samples)
+
+        outcomes = await asyncio.gather(*(self.patience.attempt(send(body), retry_on)
+                                          for body in bodies))
         return Counter(outcomes)
+
+    def retried(self) -> Counter[str]:
+        return self.patience.retried
+
+    def answers(self) -> dict[str, str]:
+        return self.samples
+
+    def unavailable(self) -> str | None:
+        gave_up = self.patience.gave_up
+        return None if gave_up is None else f"the front end {self.base_url} {gave_up}"
 
     async def users(self, user_ids: list[int]) -> Counter[str]:
         return await self._each("/wrk2-api/user/register",
@@ -398,7 +458,7 @@ class ApiExecutor:
 
     async def posts(self, chunk: int, posts: list[PostFields]) -> Counter[str]:
         return await self._each("/wrk2-api/post/compose",
-                                [post.form_body() for post in posts], None)
+                                [post.form_body() for post in posts], None, POSTS_NOT_YET)
 
     async def recover_posts(self, chunk: int, posts: list[PostFields]) -> list[PostFields]:
         by_author: dict[int, list[PostFields]] = {}
@@ -408,12 +468,26 @@ class ApiExecutor:
 
         async def stored_texts(author: int, planned: int) -> set[str]:
             query = f"?user_id={author}&start=0&stop={planned + TIMELINE_SLACK}"
-            async with semaphore, self.session.get(self.base_url + USER_TIMELINE_PATH + query,
-                                                   headers=FORM) as response:
-                if response.status != 200:
-                    raise SeedError(f"reading user {author}'s timeline to resume: "
-                                    f"HTTP {response.status}: {(await response.text())[:200]}")
-                found = await response.json(content_type=None)
+            answer: list[Any] = []  # the timeline read, or the error's text
+
+            async def read() -> str:
+                try:
+                    async with self.session.get(self.base_url + USER_TIMELINE_PATH + query,
+                                                headers=FORM) as response:
+                        if response.status != 200:
+                            answer[:] = [(await response.text())[:200]]
+                            return f"http {response.status}"
+                        answer[:] = [await response.json(content_type=None)]
+                        return OK
+                except aiohttp.ClientConnectorError:
+                    return "ClientConnectorError"
+
+            async with semaphore:
+                outcome = await self.patience.attempt(read)
+            if outcome != OK:
+                raise SeedError(f"reading user {author}'s timeline to resume: {outcome}: "
+                                f"{answer[0] if answer else ''}")
+            (found,) = answer
             return {text for post in found if (text := original_text(post)) is not None}
 
         authors = list(by_author)
@@ -497,6 +571,15 @@ class BulkExecutor:
 
     def chunk_done(self, chunk: int) -> None:
         self._journal(chunk).unlink(missing_ok=True)
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def retried(self) -> Counter[str]:
+        return Counter()
+
+    def answers(self) -> dict[str, str]:
+        return {}
 
 
 def _counted(outcomes: Iterable[Any], ok: Callable[[Any], bool] | None = None
@@ -643,7 +726,7 @@ async def _run_phase(plan: SeedPlan, executor: Executor, state: SeedState, phase
             semaphore.release()
 
     for number in range(record.chunks):
-        if stop.is_set():
+        if stop.is_set() or executor.unavailable() is not None:
             break
         if number in record.done:
             continue
@@ -667,7 +750,7 @@ async def _run_phase(plan: SeedPlan, executor: Executor, state: SeedState, phase
         if not calls:
             finish(chunk)
         for call_items in calls:
-            if stop.is_set():
+            if stop.is_set() or executor.unavailable() is not None:
                 break
             await semaphore.acquire()
             task = asyncio.create_task(call(chunk, call_items))
@@ -717,13 +800,21 @@ async def run_seeding(plan: SeedPlan, executor: Executor, state: SeedState, *,
                 task = progress.add_task(name, total=record.items, completed=done_items,
                                          rate="")
                 phase = _Phase(name, record, counts, progress, task)
+                retried_before = Counter(executor.retried())
                 try:
                     await _run_phase(plan, executor, state, phase, stop)
                 finally:
                     record.elapsed_s += time.monotonic() - phase.started
+                    retried = executor.retried() - retried_before
+                    report.retried[name] = retried
+                    for kind, n in retried.items():
+                        record.retried[kind] = record.retried.get(kind, 0) + n
                     state.save()
                 if stop.is_set():
                     raise SeedInterrupted(_interrupted(state))
+                report.unavailable = executor.unavailable()
+                if report.unavailable is not None:
+                    break  # the front end is down: what is left waits for a run
                 if not record.complete:
                     break  # failures: the next phases wait for a run that has none
     except asyncio.CancelledError:
@@ -732,6 +823,7 @@ async def run_seeding(plan: SeedPlan, executor: Executor, state: SeedState, *,
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+        report.answers = dict(executor.answers())
         await executor.close()
     if all(phase.complete for phase in state.record.phases.values()):
         state.record.complete = True
@@ -766,6 +858,7 @@ async def seed(
     concurrency: int = DEFAULT_CONCURRENCY,
     seed_value: int = 1,
     timeout_s: float = 60.0,
+    retry_for_s: float = DEFAULT_RETRY_FOR_S,
     show_progress: bool = True,
     source: str | None = None,
     executor: Executor | None = None,
@@ -776,17 +869,26 @@ async def seed(
     """Register every user, follow every edge (both ways unless the graph is directed),
     then compose posts: through the front end at ``base_url``, or with ``executor``.
 
-    With ``state_path``, progress is recorded there and a seeding it records is continued
-    (unless ``restart``); a complete one is not done again.
+    Through the front end, an item answered "not yet" (502, 503, 504, no connection) is
+    sent again for up to ``retry_for_s``; when nothing else was answered for that long,
+    the seeding stops and ``report.unavailable`` says why. With ``state_path``, progress
+    is recorded there and a seeding it records is continued (unless ``restart``); a
+    complete one is not done again.
     """
     plan = SeedPlan.make(graph, source or graph.name, posts_per_user, seed_value)
-    executor = executor or ApiExecutor(base_url, concurrency, timeout_s)
     notes = console or Console(stderr=True)
+    patience = None
+    if executor is None:
+        patience = Patience(retry_for_s, note=lambda line: notes.print(
+            f"[yellow]{line}[/]", soft_wrap=True))
+        executor = ApiExecutor(base_url, concurrency, timeout_s, patience)
     state, resumed = _state_for(plan, executor.path, base_url.rstrip("/"), state_path,
                                 restart, notes.print)
     if state.record.complete:
         return SeedReport(graph.name, graph.node_count, len(graph.edges),
                           record=state.record, resumed=True, already_done=True)
+    if patience is not None:
+        state.record.retry_for_s = retry_for_s
     report = await run_seeding(plan, executor, state, show_progress=show_progress,
                                console=console)
     report.resumed = resumed
@@ -804,6 +906,8 @@ def seed_graph(url: str, graph_spec: str, posts_per_user: int, seed_value: int,
     report = asyncio.run(seed(url, social_graph, posts_per_user=posts_per_user,
                               seed_value=seed_value, show_progress=show_progress,
                               source=graph_spec))
+    if report.unavailable is not None:
+        raise SeedError(f"seeding {social_graph.name}: {report.unavailable}")
     if report.failures:
         counts = {phase: dict(c) for phase, c in report.counts.items()}
         raise SeedError(f"seeding {social_graph.name} had {report.failures} failures: {counts}")

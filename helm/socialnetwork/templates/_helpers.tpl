@@ -391,6 +391,13 @@ securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end }}
 
+{{/* A pod's time from its deletion to its kill: the drain, then as long as the services
+let requests in flight finish (the server's shutdown_timeout_s, 30 s). Kubernetes' default,
+30 s, would cut a drain of 30 s or more short. */}}
+{{- define "socialnetwork.grace" -}}
+terminationGracePeriodSeconds: {{ add (int .Values.drainSeconds) 30 }}
+{{- end }}
+
 {{/* A container that keeps serving `drainSeconds` after its pod is deleted (values.yaml). */}}
 {{- define "socialnetwork.drain" -}}
 {{- if gt (int .Values.drainSeconds) 0 }}

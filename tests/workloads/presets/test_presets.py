@@ -105,11 +105,30 @@ def test_options_given_beside_a_preset_override_it_as_deviations() -> None:
     assert done.exit_code == 0, done.output
     assert "PerfKit dsb_social method, 1 deviation: --step-duration 20s" in done.output
     assert "from 500 req/s by 100, 20 s each after 5 s warm-up" in done.output
-    assert "or after 2 declines in a row" in done.output
+    assert "stops after 2 declines in a row" in done.output
     done = RUNNER.invoke(app, ["cache", "scale", "--preset", "redis-ampere", "--step-time",
                                "10", "--max-instances", "2", "--plan"])
     assert done.exit_code == 0, done.output
     assert "Ampere Redis method, 1 deviation: --step-time 10.0 (preset: 180.0)" in done.output
+
+
+def test_the_perfkit_plan_states_the_rule_that_runs() -> None:
+    # The engine with stop_after_declines goes on past failed steps (the scripted ramp
+    # below): the plan must not say it stops at the first.
+    done = RUNNER.invoke(app, ["ramp", "--preset", "perfkit-dsb-social", "--plan"])
+    assert done.exit_code == 0, done.output
+    text = " ".join(done.output.split())
+    assert "The ramp stops after 2 declines in a row" in text
+    assert "a failed step (SLA, errors, achieved rate) does not stop it" in text
+    assert "first failed step" not in text
+    done = RUNNER.invoke(app, ["ramp", "--quick", "--plan", "--max-rate", "3000"])
+    text = " ".join(done.output.split())
+    assert "The ramp stops at its first failed step (SLA, errors, achieved rate) or at " \
+           "--max-steps 50 or --max-rate 3,000" in text, text
+    assert "declines" not in text
+    # --refine bisects below a first failure that never stops this ramp: refused.
+    done = RUNNER.invoke(app, ["ramp", "--preset", "perfkit-dsb-social", "--refine", "--plan"])
+    assert done.exit_code == 2 and "--stop-after-declines" in done.output
 
 
 def test_quick_is_refused_beside_a_preset() -> None:

@@ -133,6 +133,15 @@ class Recording:
     def chunk_done(self, chunk: int) -> None:
         return None
 
+    def unavailable(self) -> str | None:
+        return None
+
+    def retried(self) -> Counter[str]:
+        return Counter()
+
+    def answers(self) -> dict[str, str]:
+        return {}
+
 
 def run(plan: SeedPlan, executor: Recording, state_path: Path | None,
         restart: bool = False) -> seed.SeedReport:
