@@ -8,8 +8,8 @@ Takes two ``bench stack`` results (the same workloads on the shared and on the p
 store layout: each process group's CPU per request, and the driver's), the max rates
 measured with the stack on 1, 2, … cores (``--point WORKLOAD=CORES:REQ/S``, cores less the
 driver's where it shared them) and one driver process's ceiling (``bench driver``), and
-writes the reference (socialbench/stack/sizing.py's :class:`Reference`). docs/scaling.md
-says how each was taken.
+writes the reference (socialbench/stack/sizing.py's :class:`Reference`) and rewrites the
+tables of docs/scaling.md made from it. docs/scaling.md says how each was taken.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from socialbench.stack.sizing import Reference, WorkloadReference
+from socialbench.stack.sizing import Reference, WorkloadReference, render_doc
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class ReferenceBench:
     driver_rps: float = 50_000.0
     out: Path = Path("socialbench/stack/scaling_reference.json")
     note: str = ""
+    doc: Path | None = Path("docs/scaling.md")
 
 
 def _layout(path: Path) -> dict[str, WorkloadReference]:
@@ -77,4 +78,7 @@ def run(config: ReferenceBench) -> Path:
     reference = build(config)
     config.out.write_text(reference.model_dump_json(indent=2) + "\n")
     print(f"written {config.out}")
+    if config.doc is not None:
+        config.doc.write_text(render_doc(config.doc.read_text(), reference))
+        print(f"written {config.doc}'s tables")
     return config.out

@@ -344,9 +344,11 @@ def reference(
     note: Annotated[str, typer.Option(help="When, where and how it was measured.")] = "",
     out: Annotated[Path, typer.Option(help="Where the reference goes.")]
     = Path("socialbench/stack/scaling_reference.json"),
+    doc: Annotated[Path, typer.Option(help="The document whose tables are rewritten.")]
+    = Path("docs/scaling.md"),
 ) -> None:
-    """Write the reference that up --plan projects from (docs/scaling.md)."""
+    """Write the reference that up --plan projects from, and docs/scaling.md's tables."""
     from socialbench.bench.scaling_reference import ReferenceBench, run
 
     run(ReferenceBench(shared=shared, per_service=per_service, points=parse_points(point),
-                       driver_rps=driver_rps, out=out, note=note))
+                       driver_rps=driver_rps, out=out, note=note, doc=doc))

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from socialbench import registry
 from socialbench.registry import StoreLayout
 from socialbench.stack.sizing import (
+    DOC_TABLES,
     HEADROOM,
     Reference,
     WorkloadReference,
+    doc_block,
     fit_usl,
     project,
     reference_shares,
+    render_doc,
     size_stack,
 )
 
@@ -146,3 +150,17 @@ def test_the_kept_reference_plans_per_service_stores_or_more_on_128_cpus() -> No
 def test_no_cpu_is_refused() -> None:
     with pytest.raises(ValueError, match="a CPU or more"):
         size_stack(0, reference())
+
+
+def test_the_docs_show_the_kept_references_tables() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "scaling.md").read_text()
+    ref = Reference.load()
+    for name in DOC_TABLES:
+        assert doc_block(name, ref) in doc, f"docs/scaling.md's {name} table is stale: " \
+            "run socialbench bench reference again, or render_doc"
+    assert render_doc(doc, ref) == doc
+
+
+def test_a_document_without_the_markers_is_refused() -> None:
+    with pytest.raises(ValueError, match="reference table"):
+        render_doc("no tables here", reference())
