@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from socialbench.stack.sizing import Reference, WorkloadReference, render_doc
+from socialbench.workloads.probes.machine import cpu_model
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def build(config: ReferenceBench) -> Reference:
                          f"{', '.join(missing) or 'no workload in both files'}")
     return Reference(
         measured=config.note or "see docs/scaling.md",
-        machine=f"{os.cpu_count()} CPUs, {platform.machine()}, {platform.processor() or '?'}",
+        machine=f"{os.cpu_count()} CPUs, {platform.machine()}, {cpu_model()}",
         commit=_commit(),
         workloads={w: {"shared": shared[w], "per-service": per_service[w]} for w in workloads},
         scaling={w: sorted(config.points[w]) for w in workloads},

@@ -112,6 +112,9 @@ class StackConfig:
     # Redis instances (by name, e.g. home-timeline-redis) run as Redis Clusters whatever
     # redis_mode says: the hottest, sharded (up --redis-cluster, or the sizing's choice).
     redis_cluster_instances: list[str] = field(default_factory=list)
+    # Masters of each of those clusters where it differs from redis_cluster_masters (the
+    # sizing's: the hottest gets more).
+    redis_cluster_sizes: dict[str, int] = field(default_factory=dict)
     # What `up` chose for the CPU count and why (sizing's choices), for the manifest.
     sizing: dict[str, str] = field(default_factory=dict)
     # Worker processes: those of the services named here, then default_workers of every
@@ -204,11 +207,15 @@ class StackConfig:
         else redis_mode."""
         return "cluster" if instance.name in self.redis_cluster_instances else self.redis_mode
 
+    def cluster_masters(self, name: str) -> int:
+        """The masters of Redis instance ``name`` when it runs as a cluster."""
+        return self.redis_cluster_sizes.get(name, self.redis_cluster_masters)
+
     def redis_servers_of(self, instance: registry.StoreInstance) -> int:
         """The redis-server processes of Redis ``instance``, in its mode."""
         mode = self.redis_mode_of(instance)
         if mode == "cluster":
-            return self.redis_cluster_masters * (1 + self.redis_replicas)
+            return self.cluster_masters(instance.name) * (1 + self.redis_replicas)
         if mode == "replicated":
             return 1 + self.redis_replicas
         return 1

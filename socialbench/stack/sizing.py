@@ -59,6 +59,15 @@ class Fit(BaseModel):
     kappa: float = Field(description="Coherency: the cost of cores keeping each other "
                                      "current; 0 where two points cannot tell it from sigma.")
     points: list[tuple[float, float]] = Field(description="(cores, req/s) measured.")
+    superlinear: bool = Field(default=False, description=(
+        "More cores gave more per core: linear through the best per-core rate instead."))
+
+    def describe(self) -> str:
+        if self.superlinear:
+            return (f"linear at the best per-core rate, {self.lambda_rps:,.0f} req/s (more "
+                    "cores gave more per core: no contention to fit)")
+        return (f"lambda {self.lambda_rps:,.0f} req/s, sigma {self.sigma:.3f}, "
+                f"kappa {self.kappa:.4f}")
 
     def rate(self, cores: float) -> float:
         return self.lambda_rps * cores / (
@@ -68,7 +77,12 @@ class Fit(BaseModel):
 def fit_usl(points: list[tuple[float, float]]) -> Fit:
     """The USL through measured ``(cores, req/s)`` points: lambda from the fewest cores; with
     two points, sigma (kappa = 0: two points cannot separate the two); with more, both, by least
-    squares on the linearised form (N*lambda/X - 1) = sigma*(N-1) + kappa*N*(N-1)."""
+    squares on the linearised form (N*lambda/X - 1) = sigma*(N-1) + kappa*N*(N-1).
+
+    Where more cores gave more per core (superlinear: a stack's CPU per request falls as
+    its rate grows, its processes batching more work a wake-up), the USL has no contention
+    to fit: the fit is linear through the best per-core rate, and says so (``superlinear``).
+    """
     if not points:
         raise ValueError("no measured point to fit")
     points = sorted(points)
@@ -79,16 +93,20 @@ def fit_usl(points: list[tuple[float, float]]) -> Fit:
         return Fit(lambda_rps=lam, sigma=0.0, kappa=0.0, points=points)
     if len(rows) == 1:
         a, _, y = rows[0]
-        return Fit(lambda_rps=lam, sigma=max(0.0, y / a), kappa=0.0, points=points)
-    saa = sum(a * a for a, _, _ in rows)
-    sbb = sum(b * b for _, b, _ in rows)
-    sab = sum(a * b for a, b, _ in rows)
-    say = sum(a * y for a, _, y in rows)
-    sby = sum(b * y for _, b, y in rows)
-    det = saa * sbb - sab * sab
-    sigma = (say * sbb - sby * sab) / det if det else say / saa
-    kappa = (sby * saa - say * sab) / det if det else 0.0
-    return Fit(lambda_rps=lam, sigma=max(0.0, sigma), kappa=max(0.0, kappa), points=points)
+        sigma, kappa = y / a, 0.0
+    else:
+        saa = sum(a * a for a, _, _ in rows)
+        sbb = sum(b * b for _, b, _ in rows)
+        sab = sum(a * b for a, b, _ in rows)
+        say = sum(a * y for a, _, y in rows)
+        sby = sum(b * y for _, b, y in rows)
+        det = saa * sbb - sab * sab
+        sigma = (say * sbb - sby * sab) / det if det else say / saa
+        kappa = (sby * saa - say * sab) / det if det else 0.0
+    if sigma < 0:
+        best = max(x / n for n, x in points)
+        return Fit(lambda_rps=best, sigma=0.0, kappa=0.0, points=points, superlinear=True)
+    return Fit(lambda_rps=lam, sigma=sigma, kappa=max(0.0, kappa), points=points)
 
 
 class WorkloadReference(BaseModel):
@@ -415,16 +433,18 @@ PREDICTED_SIZES = (2, 16, 64, 128, 192)
 def prediction_table(reference: Reference, sizes: tuple[int, ...] = PREDICTED_SIZES,
                      mongodb: str = "ferretdb") -> str:
     """docs/scaling.md's table: each workload's projected max rate at each size, in the
-    shared layout, the per-service one and the one ``up`` picks, and what caps it first
-    (every figure a prediction from the reference)."""
-    lines = ["| workload | CPUs | the cores (USL) | shared | per-service | as up sizes it |",
-             "|---|---|---|---|---|---|"]
+    shared layout, the per-service one and the one ``up`` picks (with ``mongodb``, then with
+    a mongod), and what caps it first (every figure a prediction from the reference)."""
+    lines = ["| workload | CPUs | the cores (USL) | shared | per-service | as up sizes it | "
+             "as up sizes it, with mongod |", "|---|---|---|---|---|---|---|"]
     for workload in reference.workloads:
         for cpus in sizes:
             cells = []
-            for layout in (StoreLayout.SHARED, StoreLayout.PER_SERVICE, None):
-                size = size_stack(cpus, reference, mongodb, layout)
-                projection = project(size, reference, workload, mongodb)
+            for layout, flavour in ((StoreLayout.SHARED, mongodb),
+                                    (StoreLayout.PER_SERVICE, mongodb), (None, mongodb),
+                                    (None, "mongod")):
+                size = size_stack(cpus, reference, flavour, layout)
+                projection = project(size, reference, workload, flavour)
                 where = "" if layout is not None else f" ({_describe_layout(size)})"
                 cells.append(f"{projection.max_rps:,.0f}: {projection.capped_by}{where}")
             machine = reference.fit(workload).rate(float(cpus))
@@ -454,8 +474,7 @@ def scaling_table(reference: Reference) -> str:
         fit = reference.fit(workload)
         measured = ", ".join(f"{cores:g}: {rate:,.0f}" for cores, rate in points)
         per_core = ", ".join(f"{rate / cores:,.0f}" for cores, rate in points)
-        lines.append(f"| {workload} | {measured} | {per_core} | lambda {fit.lambda_rps:,.0f}, "
-                     f"sigma {fit.sigma:.3f}, kappa {fit.kappa:.4f} |")
+        lines.append(f"| {workload} | {measured} | {per_core} | {fit.describe()} |")
     return "\n".join(lines) + "\n"
 
 

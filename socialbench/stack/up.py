@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from socialbench import registry
 from socialbench.errors import SocialbenchError
 from socialbench.registry import StoreLayout
 from socialbench.stack import launcher
@@ -24,6 +25,7 @@ from socialbench.stack.servers import ServerNotInstalled, mongodb_flavour
 from socialbench.stack.sizing import Projection, Reference, StackSize, project, size_stack
 from socialbench.workloads.driver.hostload import usable_cpus
 from socialbench.workloads.driver.placement import cpu_list, parse_cpus
+from socialbench.workloads.probes.ceilings import lift_advice
 
 
 class CpuChoiceError(SocialbenchError, ValueError):
@@ -102,8 +104,9 @@ def stack_config(options: UpOptions, size: StackSize, cpus: list[int] | None
     sized_redis = not options.redis_cluster and options.redis_mode == "standalone"
     clusters = list(options.redis_cluster) if options.redis_cluster else (
         list(size.redis_clusters) if sized_redis and options.stores is None else [])
-    masters = options.redis_cluster_masters or max(
-        [launcher.StackConfig.redis_cluster_masters, *size.redis_clusters.values()])
+    masters = options.redis_cluster_masters or launcher.StackConfig.redis_cluster_masters
+    sizes = ({name: size.redis_clusters[name] for name in clusters
+              if name in size.redis_clusters} if options.redis_cluster_masters is None else {})
     return launcher.StackConfig(
         data_dir=options.data_dir.resolve(), gateway_port=options.gateway_port,
         media_port=options.media_port, workers=dict(options.workers),
@@ -116,6 +119,7 @@ def stack_config(options: UpOptions, size: StackSize, cpus: list[int] | None
         store_layout=(options.stores or size.store_layout).value,
         redis_mode=options.redis_mode, redis_replicas=options.redis_replicas,
         redis_cluster_masters=masters, redis_cluster_instances=clusters,
+        redis_cluster_sizes=sizes,
         service_port_offset=options.service_port_offset,
         unix_sockets=options.unix_sockets, tracing=options.tracing,
         trace_sample_ratio=options.trace_ratio, jaeger_ui_port=options.jaeger_ui_port,
@@ -191,7 +195,9 @@ def describe_config(config: launcher.StackConfig, console: Console) -> None:
     console.print(f"Stores: {config.store_layout}, {len(instances)} instances "
                   f"({', '.join(instance.name for instance in instances)}); Redis "
                   f"{'/'.join(modes)}, {config.redis_servers} server(s)"
-                  + (f" (Redis Cluster: {', '.join(config.redis_cluster_instances)})"
+                  + (" (Redis Cluster: " + ", ".join(
+                      f"{name} of {config.cluster_masters(name)} masters"
+                      for name in config.redis_cluster_instances) + ")"
                      if config.redis_cluster_instances else "")
                   + f"; memcached {config.memcached_instances} x {config.memcached_threads} "
                     f"threads; nginx {config.nginx_workers} workers")
@@ -225,8 +231,15 @@ def print_projection(projection: Projection, reference: Reference, console: Cons
                                            else ""))
     console.print(table)
     console.print(
-        f"  the cores (USL: lambda {fit.lambda_rps:,.0f} req/s, sigma {fit.sigma:.3f}, kappa "
-        f"{fit.kappa:.4f}): {projection.machine_rps:,.0f} req/s; projected max "
+        f"  the cores (USL: {fit.describe()}): {projection.machine_rps:,.0f} req/s; projected max "
         f"[bold]{projection.max_rps:,.0f} req/s[/] (an estimate), set by "
         f"{projection.capped_by}; the driver needs about {projection.driver_cores:.1f} "
         "cores of its own there", soft_wrap=True)
+    first = projection.ceilings[0] if projection.ceilings else None
+    if first is not None and first.rps < projection.machine_rps:
+        kind = ("service" if first.component in registry.BY_NAME else
+                "gateway" if first.component == "nginx" else "store")
+        role = "writer" if first.role.startswith("SQLite writer") else first.role
+        console.print(f"  to lift {first.component}: "
+                      f"{lift_advice(first.component, kind, role, first.units)}",
+                      soft_wrap=True)

@@ -174,8 +174,10 @@ def test_the_compose_override_resolves_over_the_layouts_file(size: StackSize) ->
             if Store.REDIS not in spec.stores:
                 continue
             env = services[spec.name]["environment"]
-            if registry.store_instance(spec, Store.REDIS, size.store_layout).name != name:
-                assert "SOCIALBENCH_REDIS_MODE" not in env
+            own = registry.store_instance(spec, Store.REDIS, size.store_layout).name
+            if own != name:
+                if own not in size.redis_clusters:
+                    assert "SOCIALBENCH_REDIS_MODE" not in env
                 continue
             assert env["SOCIALBENCH_REDIS_MODE"] == "cluster"
             assert env["SOCIALBENCH_REDIS_URL"].split(",") == [

@@ -1,6 +1,6 @@
 """The stack on the original's store layout (``up --stores per-service``, memcached given
 ``--memcached-memory``) and on the scaled layout ``up`` plans for 128 CPUs (per-service,
-the home timelines' Redis a Redis Cluster of 3 masters and 3 replicas, memcached in
+each Redis it names a Redis Cluster, here of 3 masters and 3 replicas, memcached in
 several processes), the latter on one CPU (``up --cpus 1``): seeded, loaded and checked,
 each service's data in its own instances. A stack of its own for each."""
 
@@ -160,19 +160,22 @@ def test_seeded_loaded_and_checked_on_the_scaled_layout(scaled_stack: Path) -> N
     home = registry.store_instance(registry.get("home-timeline"), Store.REDIS,
                                    StoreLayout.PER_SERVICE)
     assert home.name in SCALED.redis_clusters
-    nodes = config.instance_ports(home)
-    assert len(nodes) == 6
-    # The home timelines are spread over the three masters, each key where its slot is.
-    keys_per_master = []
-    for port in nodes:
-        with redis.Redis(port=port) as node:
-            if node.info("replication")["role"] == "master":
-                keys_per_master.append(node.dbsize())
-    assert len(keys_per_master) == 3 and all(keys > 0 for keys in keys_per_master)
-    # The other Redis instances stay single servers.
-    user_timeline = registry.store_instance(registry.get("user-timeline"), Store.REDIS,
-                                            StoreLayout.PER_SERVICE)
-    assert len(config.instance_ports(user_timeline)) == 1
+    # Each sized cluster (3 masters here: masters follow the CPUs, and this is one) holds
+    # its keys spread over its masters, each key where its slot is.
+    for name in SCALED.redis_clusters:
+        instance = next(i for i in config.store_instances() if i.name == name)
+        nodes = config.instance_ports(instance)
+        assert len(nodes) == 6, name
+        keys_per_master = []
+        for port in nodes:
+            with redis.Redis(port=port) as node:
+                if node.info("replication")["role"] == "master":
+                    keys_per_master.append(node.dbsize())
+        assert len(keys_per_master) == 3 and all(keys > 0 for keys in keys_per_master), name
+    # Any other Redis instance stays a single server.
+    for instance in config.store_instances():
+        if instance.store is Store.REDIS and instance.name not in SCALED.redis_clusters:
+            assert len(config.instance_ports(instance)) == 1, instance.name
     # memcached: the planned processes for each instance.
     assert len(config.memcached_ports) == 2 * SCALED.memcached_instances
     # A manifest of this stack says which client and topology each service ran.
@@ -181,6 +184,6 @@ def test_seeded_loaded_and_checked_on_the_scaled_layout(scaled_stack: Path) -> N
     assert record.store_clients["home-timeline"]["redis"] == {
         "client": "socialbench, with redis-py's slot map and redirects",
         "topology": "cluster of 3 masters"}
-    assert record.redis_modes[home.name] == "cluster"
-    assert record.redis_modes[user_timeline.name] == "standalone"
+    for name, mode in record.redis_modes.items():
+        assert mode == ("cluster" if name in SCALED.redis_clusters else "standalone"), name
     assert set(record.store_clients["post-storage"]) == {"memcached", "mongodb"}

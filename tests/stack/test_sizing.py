@@ -44,6 +44,16 @@ def test_the_usl_through_more_points_finds_both_parameters() -> None:
 def test_linear_points_fit_no_contention() -> None:
     fit = fit_usl([(1.0, 900.0), (2.0, 1800.0)])
     assert fit.sigma == 0 and fit.rate(128) == pytest.approx(128 * 900)
+    assert not fit.superlinear
+
+
+def test_superlinear_points_fit_a_line_through_the_best_per_core_rate() -> None:
+    fit = fit_usl([(1.0, 290.0), (1.8, 790.0)])
+
+    assert fit.superlinear and fit.sigma == 0 and fit.kappa == 0
+    assert fit.rate(1.8) == pytest.approx(790)
+    assert fit.rate(128) == pytest.approx(128 * 790 / 1.8)
+    assert "more cores gave more per core" in fit.describe()
 
 
 def reference(redis_ms: float = 0.05, scaling: float = 1.9) -> Reference:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from socialbench.registry import StoreLayout
+from socialbench.registry import Store, StoreLayout
 from socialbench.stack import launcher
 from socialbench.stack.sizing import Reference, project, size_stack
 from socialbench.stack.up import CpuChoiceError, UpOptions, resolve_cpus, stack_config
@@ -39,6 +39,12 @@ def test_the_sizings_defaults_unless_given(tmp_path: Path) -> None:
     sized = stack_config(UpOptions(data_dir=tmp_path), size, None)
     assert sized.store_layout == size.store_layout.value
     assert sized.redis_cluster_instances == list(size.redis_clusters)
+    # Each cluster with the masters the sizing gave it, the hottest more than the others.
+    assert {name: sized.cluster_masters(name) for name in sized.redis_cluster_instances} == (
+        size.redis_clusters)
+    assert sized.redis_servers == sum(2 * m for m in size.redis_clusters.values()) + sum(
+        1 for i in sized.store_instances()
+        if i.store is Store.REDIS and i.name not in size.redis_clusters)
     assert (sized.memcached_threads, sized.memcached_instances) == (
         size.memcached_threads, size.memcached_instances)
     assert sized.nginx_workers == str(size.nginx_workers) and sized.worker_cpus == 128
@@ -67,6 +73,10 @@ def test_plan_for_128_cpus_chooses_per_service_stores_or_more_and_prints_the_cei
         assert f"{workload}: projected ceilings, lowest first" in text
         assert f"projected max {projection.max_rps:,.0f} req/s (an estimate)" in text
         assert projection.ceilings[0].component in text
+        # Below the cores' rate, what lifts the lowest ceiling.
+        lowest = projection.ceilings[0]
+        assert (f"to lift {lowest.component}:" in text) == (
+            lowest.rps < projection.machine_rps)
     assert "an estimate, not a measurement" in text
     # Nothing started: no state, no configuration written.
     assert not (tmp_path / launcher.STATE_FILE).exists()
