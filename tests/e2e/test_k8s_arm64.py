@@ -38,7 +38,7 @@ SMALL = ["serviceDefaults.resources.requests.cpu=20m", "gateway.resources.reques
 PIN = ["--set-string", "scheduling.nodeSelector.kubernetes\\.io/arch=arm64"]
 
 pytestmark = [
-    pytest.mark.e2e, pytest.mark.slow,
+    pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial,
     pytest.mark.skipif(os.environ.get(ARM64_ENV) != "1", reason=(
         f"an arm64 node under QEMU, about 21 minutes: {ARM64_ENV}=1 runs it")),
 ]

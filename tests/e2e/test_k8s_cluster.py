@@ -40,7 +40,9 @@ from tests.e2e.kube import (
     upgrade_keeps_the_secret_and_data_then_uninstall,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# serial: a cluster's pods on this machine's cores miss their timings beside another
+# test's load (seen: 127 timeouts of 809); make test runs it alone.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 NODE_LOSS_ENV = "SOCIALBENCH_TEST_K8S_NODE_LOSS"
 REPLACEMENTS_ENV = "SOCIALBENCH_TEST_K8S_REPLACEMENTS"

@@ -27,6 +27,10 @@ from socialbench.workloads.driver import (
 from socialbench.workloads.driver.runner import StoppedBeforeWindow, _start_worker
 from tests.support import skip_unless_quiet
 
+# Timing on a quiet host: make test runs these alone, after the rest (pyproject markers).
+pytestmark = pytest.mark.serial
+
+
 
 def accounted(result: LoadResult) -> int:
     """Outcomes of the measured requests: every one must end in exactly one."""

@@ -25,9 +25,13 @@ from socialbench.workloads.driver.verdict import (
 )
 from tests.support import skip_unless_quiet
 
+# Timing on a quiet host: make test runs these alone, after the rest (pyproject markers).
+pytestmark = pytest.mark.serial
+
 BURNING_WORKLOAD = """\
 import time
 from socialbench.workloads.definitions.core import Request
+
 
 class Burning:
     name, fixed = "burning", False

@@ -29,6 +29,10 @@ from socialbench.workloads.runs.ramp_job import RampJob, execute
 from tests.support import skip_unless_quiet
 from tests.workloads.conftest import CapacityServer, scripted_ramp, small_ramp
 
+# Timing on a quiet host: make test runs these alone, after the rest (pyproject markers).
+pytestmark = pytest.mark.serial
+
+
 RUNNER = CliRunner()
 ROOT = typer.main.get_command(app)
 

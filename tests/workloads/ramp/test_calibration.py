@@ -32,6 +32,10 @@ from socialbench.workloads.runs import ramp_job as job_module
 from socialbench.workloads.runs.ramp_job import RampJob, execute
 from tests.workloads.conftest import scripted_ramp
 
+# Timing on a quiet host: make test runs these alone, after the rest (pyproject markers).
+pytestmark = pytest.mark.serial
+
+
 BURN = "while True: pass"
 HOST_DRIFT = 0.5
 

@@ -56,6 +56,9 @@ from tests.workloads.conftest import (
     small_ramp,
 )
 
+# Timing on a quiet host: make test runs these alone, after the rest (pyproject markers).
+pytestmark = pytest.mark.serial
+
 
 def only_run(ramp: RampReport) -> RampRun:
     (run,) = ramp.outcome.runs
