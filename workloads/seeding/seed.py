@@ -304,7 +304,9 @@ def original_text(post: dict[str, Any]) -> str | None:
 
 
 class Executor(Protocol):
-    """One way of seeding: what each phase's call does with its items."""
+    """One way of seeding: what each phase's call does with its items. A path without a
+    network in between subclasses it for the defaults of the last three (never down, nothing
+    retried, no answer to show)."""
 
     path: SeedPath
     in_flight: int  # calls at once
@@ -328,15 +330,15 @@ class Executor(Protocol):
 
     def unavailable(self) -> str | None:
         """Why the target is taken for down (the seeding stops), or None."""
-        ...
+        return None
 
     def retried(self) -> Counter[str]:
         """The answers that said "not yet" and were sent again, by kind, so far."""
-        ...
+        return Counter()
 
     def answers(self) -> dict[str, str]:
         """The first answer of each failure kind (its body, or the error), to show."""
-        ...
+        return {}
 
 
 async def post_all(
@@ -499,7 +501,7 @@ class ApiExecutor:
         return None
 
 
-class BulkExecutor:
+class BulkExecutor(Executor):
     """The services' logic in this process (bulk.py), many items per call."""
 
     path = SeedPath.BULK
@@ -571,15 +573,6 @@ class BulkExecutor:
 
     def chunk_done(self, chunk: int) -> None:
         self._journal(chunk).unlink(missing_ok=True)
-
-    def unavailable(self) -> str | None:
-        return None
-
-    def retried(self) -> Counter[str]:
-        return Counter()
-
-    def answers(self) -> dict[str, str]:
-        return {}
 
 
 def _counted(outcomes: Iterable[Any], ok: Callable[[Any], bool] | None = None

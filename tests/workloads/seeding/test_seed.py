@@ -82,7 +82,7 @@ def test_a_stored_posts_text_is_found_with_its_urls_expanded() -> None:
 
 
 @dataclass
-class Recording:
+class Recording(seed.Executor):
     """An executor that records each item and can be told to fail or to stop."""
 
     path: SeedPath = SeedPath.BULK
@@ -132,15 +132,6 @@ class Recording:
 
     def chunk_done(self, chunk: int) -> None:
         return None
-
-    def unavailable(self) -> str | None:
-        return None
-
-    def retried(self) -> Counter[str]:
-        return Counter()
-
-    def answers(self) -> dict[str, str]:
-        return {}
 
 
 def run(plan: SeedPlan, executor: Recording, state_path: Path | None,
