@@ -1,17 +1,23 @@
-"""The CPU of one service hop, against the floor: a bare ASGI app under the same server.
+"""The CPU of one service hop, against the floors: a bare ASGI app under the same server,
+an HTTP protocol with no ASGI, and a process that answers without parsing at all.
 
     socialbench bench hop [--rate 300 --rate 1000] [--duration 15] [--server unique-id]
                           [--connection-requests 0 --connection-requests 100]
 
-Three servers on free ports, one process each: unique-id (the runtime's app around one
-id) under the runtime's HTTP server, a bare ASGI app answering the same bytes under that
-server, and the bare app under uvicorn (what served the services before). Each gets the
-same calls from this process through its typed RPC client (UniqueIdClient) at a fixed rate, and its
-CPU seconds over the run are divided by the calls: unique-id minus bare is the
-framework's cost a call, bare what any service pays here. ``--connection-requests N``
-closes each connection after N calls (how calls spread over a Service's replicas) and
-gives the server's and client's CPU per call at each bound. Results go to
-``results/bench-hop-<time>.json``; what was measured: docs/performance.md.
+Servers on free ports, one process each: unique-id (the runtime's app around one id)
+under the runtime's HTTP server; ``bare``, an ASGI app answering the same bytes under that
+server; ``protocol``, an asyncio protocol on uvloop parsing each request with httptools
+and answering those bytes (no ASGI, no server of ours); ``raw``, the same protocol
+answering each read without parsing it (what waking a Python process on uvloop to answer
+a message costs); and the bare app under uvicorn (what served the services before). Each
+gets the same calls from this process through its typed RPC client (UniqueIdClient) at a
+fixed rate, and its CPU over the run (every thread's, in ns from ``/proc/<pid>/schedstat``
+where there is one, else the kernel's 10 ms ticks) is divided by the calls: unique-id
+minus bare is the framework's cost a call, bare what any service pays here, raw the floor
+under any Python service. ``--connection-requests N`` closes each connection after N
+calls (how calls spread over a Service's replicas) and gives the server's and client's CPU
+per call at each bound. Results go to ``results/bench-hop-<time>.json``; what was
+measured: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httptools
 import psutil
 from starlette.types import Receive, Scope, Send
 
@@ -38,7 +45,7 @@ from socialbench.runtime.rpc import Neighbour
 from socialbench.runtime.settings import JWT_SECRET_ENV
 from socialbench.stack.servers import ServerCommand, ServerProcess, free_port
 
-SERVERS = ("unique-id", "bare", "uvicorn")
+SERVERS = ("unique-id", "bare", "protocol", "raw", "uvicorn")
 # uvicorn as it served the services: uvloop, httptools, no access log or proxy headers.
 UVICORN_OPTIONS: dict[str, Any] = {
     "loop": "uvloop", "http": "httptools", "access_log": False, "log_level": "warning",
@@ -46,6 +53,8 @@ UVICORN_OPTIONS: dict[str, Any] = {
     "server_header": False,
 }
 BARE_ANSWER = b'{"post_id":"1"}'
+RAW_ANSWER = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+              % (len(BARE_ANSWER), BARE_ANSWER))
 START_TIMEOUT_S = 30.0
 
 
@@ -83,18 +92,62 @@ async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": BARE_ANSWER})
 
 
+class ProtocolAnswer(asyncio.Protocol):
+    """Each request parsed by httptools, answered ``RAW_ANSWER`` when it is whole."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+
+    def on_message_complete(self) -> None:
+        assert self.transport is not None
+        self.transport.write(RAW_ANSWER)
+
+
+class RawAnswer(asyncio.Protocol):
+    """Each read answered ``RAW_ANSWER``, unparsed: the client writes a request at a time."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(RAW_ANSWER)
+
+
+def serve_protocol(protocol: type[asyncio.Protocol], port: int) -> None:
+    """Serve ``protocol`` on ``port`` on uvloop until the process is stopped."""
+    import uvloop
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", port)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
 def serve_bare(server: str, port: int) -> None:
-    """Serve :func:`bare_app` on ``port``: under uvicorn, or as the services are served."""
+    """Serve the floor ``server`` on ``port``: :func:`bare_app` under uvicorn or as the
+    services are served, or one of the protocols without ASGI."""
     if server == "uvicorn":
         import uvicorn
 
         uvicorn.run(bare_app, host="127.0.0.1", port=port, **UVICORN_OPTIONS)
+    elif server == "protocol":
+        serve_protocol(ProtocolAnswer, port)
+    elif server == "raw":
+        serve_protocol(RawAnswer, port)
     else:
         serve(lambda: bare_app, ServerConfig(port=port))
 
 
 def server_argv(server: str, port: int) -> list[str]:
-    if server in ("bare", "uvicorn"):
+    if server in ("bare", "protocol", "raw", "uvicorn"):
         return [sys.executable, "-m", "socialbench.bench.hop", server, str(port)]
     return [sys.executable, "-m", "socialbench.cli", "serve", server, "--port", str(port)]
 
@@ -114,8 +167,18 @@ def running(server: str, log_dir: Path) -> Iterator[tuple[psutil.Process, str]]:
 
 
 def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
+    """The process's CPU so far: every thread's run time in ns where Linux gives it
+    (``schedstat``), else user + system in the kernel's ticks."""
+    try:
+        tasks = os.listdir(f"/proc/{process.pid}/task")
+        total_ns = 0
+        for task in tasks:
+            with open(f"/proc/{process.pid}/task/{task}/schedstat") as stat:
+                total_ns += int(stat.read().split()[0])
+        return total_ns / 1e9
+    except (OSError, ValueError, IndexError):
+        times = process.cpu_times()
+        return times.user + times.system
 
 
 async def drive(server: str, url: str, process: psutil.Process, rate: float,

@@ -11,6 +11,7 @@ import typer
 from socialbench.bench.cache_generator import CacheBench
 from socialbench.bench.drills import PARTS, DrillBench
 from socialbench.bench.driver import DriverBench
+from socialbench.bench.hop import SERVERS as HOP_SERVERS
 from socialbench.bench.hop import HopBench
 from socialbench.bench.hot_users import PLAIN, HotUsersBench
 from socialbench.bench.mongodb import MongoBench
@@ -233,10 +234,10 @@ def hop(
     """One service hop's CPU per call against a bare ASGI app, under our server and uvicorn."""
     from socialbench.bench.hop import run
 
-    unknown = sorted(set(server or ()) - set(HOP.servers))
+    unknown = sorted(set(server or ()) - set(HOP_SERVERS))
     if unknown:
         raise typer.BadParameter(f"{', '.join(unknown)}: the servers are "
-                                 f"{', '.join(HOP.servers)}", param_hint="--server")
+                                 f"{', '.join(HOP_SERVERS)}", param_hint="--server")
     if "uvicorn" in (server or HOP.servers):
         require_extra("bench", "bench hop against uvicorn (or --server unique-id --server bare)")
     run(HopBench(rates=tuple(rate or HOP.rates), duration_s=duration,

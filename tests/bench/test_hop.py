@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from socialbench.bench.hop import HopBench, measure, running
+from socialbench.bench.hop import HopBench, cpu_seconds, measure, running
 
 
 def test_every_server_gets_every_call_and_their_cpu_is_measured(tmp_path: Path) -> None:
-    # The kernel counts a process's CPU in 10 ms ticks: 40 calls of the bare server took
-    # less than one on a fast VM, so enough calls that each server's CPU spans a few.
+    # Where there is no schedstat the kernel counts a process's CPU in 10 ms ticks: 40
+    # calls of the bare server took less than one on a fast VM, so enough calls.
     config = HopBench(rates=(300.0,), duration_s=1.0, warmup_calls=5, results_dir=tmp_path)
 
     rows = measure(config)
 
     assert [(row.server, row.rate) for row in rows] == [
-        ("unique-id", 300.0), ("bare", 300.0), ("uvicorn", 300.0)]
+        ("unique-id", 300.0), ("bare", 300.0), ("protocol", 300.0), ("raw", 300.0),
+        ("uvicorn", 300.0)]
     for row in rows:
         assert 285 <= row.calls <= 300, row
         assert row.server_cpu_ms_per_call > 0, row
@@ -33,6 +37,19 @@ def test_each_connection_bound_is_measured_on_the_same_server(tmp_path: Path) ->
     for row in rows:
         assert 285 <= row.calls <= 300, row
         assert row.server_cpu_ms_per_call > 0 and row.client_cpu_ms_per_call > 0, row
+
+
+def test_cpu_is_counted_in_nanoseconds_where_linux_gives_them() -> None:
+    process = psutil.Process()
+    before = cpu_seconds(process)
+    deadline = time.perf_counter() + 0.002
+    while time.perf_counter() < deadline:
+        pass
+    time.sleep(0.01)  # a running thread's count is brought up to date when it sleeps
+    used = cpu_seconds(process) - before
+    if not os.path.exists(f"/proc/{process.pid}/schedstat"):
+        pytest.skip("no schedstat here: ticks only")
+    assert 0.0015 < used < 0.5  # 2 ms of spinning seen, not rounded to a 10 ms tick or 0
 
 
 def test_a_server_that_does_not_start_says_why(tmp_path: Path) -> None:
