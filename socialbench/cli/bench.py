@@ -231,7 +231,8 @@ def hop(
         "to compare bounds.")] = None,
     results_dir: ResultsDir = HOP.results_dir,
 ) -> None:
-    """One service hop's CPU per call against a bare ASGI app, under our server and uvicorn."""
+    """One service hop's CPU per call against its floors: a bare ASGI app under our server
+    and uvicorn, an HTTP protocol with no ASGI, a process that only answers."""
     from socialbench.bench.hop import run
 
     unknown = sorted(set(server or ()) - set(HOP_SERVERS))

@@ -41,15 +41,15 @@ def test_each_connection_bound_is_measured_on_the_same_server(tmp_path: Path) ->
 
 def test_cpu_is_counted_in_nanoseconds_where_linux_gives_them() -> None:
     process = psutil.Process()
+    if not os.path.exists(f"/proc/{process.pid}/schedstat"):
+        pytest.skip("no schedstat here: ticks only")
     before = cpu_seconds(process)
-    deadline = time.perf_counter() + 0.002
-    while time.perf_counter() < deadline:
+    start = time.thread_time()
+    while time.thread_time() - start < 0.002:  # 2 ms of this thread's CPU, however preempted
         pass
     time.sleep(0.01)  # a running thread's count is brought up to date when it sleeps
     used = cpu_seconds(process) - before
-    if not os.path.exists(f"/proc/{process.pid}/schedstat"):
-        pytest.skip("no schedstat here: ticks only")
-    assert 0.0015 < used < 0.5  # 2 ms of spinning seen, not rounded to a 10 ms tick or 0
+    assert 0.0015 < used < 0.5  # the 2 ms seen, not rounded to a 10 ms tick or to 0
 
 
 def test_a_server_that_does_not_start_says_why(tmp_path: Path) -> None:
