@@ -181,6 +181,11 @@ def cpu_seconds(process: psutil.Process) -> float:
         return times.user + times.system
 
 
+def cpu_clock() -> str:
+    """How :func:`cpu_seconds` counts here: ``schedstat`` (ns) or ``ticks`` (10 ms)."""
+    return "schedstat" if os.path.exists(f"/proc/{os.getpid()}/schedstat") else "ticks"
+
+
 async def drive(server: str, url: str, process: psutil.Process, rate: float,
                 config: HopBench, connection_requests: int = 0) -> HopRow:
     """``rate`` calls a second for ``duration_s`` after a warm-up; server, client CPU per call."""
@@ -230,10 +235,11 @@ def measure(config: HopBench) -> list[HopRow]:
 
 def run(config: HopBench) -> Path:
     """Measure, print and write the rows; the file."""
-    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    clock = cpu_clock()
+    print(f"load average before: {os.getloadavg()[0]:.1f}; CPU counted by {clock}", flush=True)
     rows = measure(config)
     path = write_results(config.results_dir, "hop", {
-        "duration_s": config.duration_s, "pool_size": config.pool_size,
+        "duration_s": config.duration_s, "pool_size": config.pool_size, "cpu_clock": clock,
         "load_average_after": os.getloadavg(), "rows": [asdict(row) for row in rows],
     })
     print(f"written {path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from socialbench.bench.hop import HopBench, cpu_seconds, measure, running
+from socialbench.bench.hop import HopBench, cpu_clock, cpu_seconds, measure, run, running
 
 
 def test_every_server_gets_every_call_and_their_cpu_is_measured(tmp_path: Path) -> None:
@@ -37,6 +38,18 @@ def test_each_connection_bound_is_measured_on_the_same_server(tmp_path: Path) ->
     for row in rows:
         assert 285 <= row.calls <= 300, row
         assert row.server_cpu_ms_per_call > 0 and row.client_cpu_ms_per_call > 0, row
+
+
+def test_the_results_say_how_the_cpu_was_counted(tmp_path: Path) -> None:
+    config = HopBench(rates=(300.0,), duration_s=1.0, warmup_calls=5, servers=("raw",),
+                      results_dir=tmp_path)
+
+    written = json.loads(run(config).read_text())
+
+    assert written["cpu_clock"] == cpu_clock()
+    assert written["cpu_clock"] == ("schedstat" if os.path.exists("/proc/self/schedstat")
+                                    else "ticks")
+    assert [row["server"] for row in written["rows"]] == ["raw"]
 
 
 def test_cpu_is_counted_in_nanoseconds_where_linux_gives_them() -> None:
