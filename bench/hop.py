@@ -95,18 +95,14 @@ async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
 class ProtocolAnswer(asyncio.Protocol):
     """Each request parsed by httptools, answered ``RAW_ANSWER`` when it is whole."""
 
-    def __init__(self) -> None:
-        self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.parser = httptools.HttpRequestParser(self)
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed_data(data)
 
     def on_message_complete(self) -> None:
-        assert self.transport is not None
         self.transport.write(RAW_ANSWER)
 
 

@@ -31,7 +31,6 @@ from tests.support import skip_unless_quiet
 pytestmark = pytest.mark.serial
 
 
-
 def accounted(result: LoadResult) -> int:
     """Outcomes of the measured requests: every one must end in exactly one."""
     errors = result.errors

@@ -32,7 +32,6 @@ BURNING_WORKLOAD = """\
 import time
 from socialbench.workloads.definitions.core import Request
 
-
 class Burning:
     name, fixed = "burning", False
 
